@@ -1,0 +1,35 @@
+# `make train` and `make test` each create .venv and install on a fresh machine.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP_INSTALL := $(BIN)/python -m pip install --quiet --constraint constraints.txt
+ARGS ?=
+NAMES_DATA_DIR ?=
+
+.PHONY: install train test lint bench dashboard clean
+
+$(BIN)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) --editable '.[dev]'
+	touch $@
+
+install: $(BIN)/.installed
+
+train: install  ## make train ARGS="model.cell=lstm trainer.max_epochs=5"
+	$(BIN)/python train.py $(ARGS)
+
+test: install  ## real-corpus tests run when NAMES_DATA_DIR points at a folder of <Language>.txt files
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+
+bench: install
+	$(PIP_INSTALL) '.[bench]'
+	$(BIN)/python scripts/benchmark.py $(ARGS)
+
+dashboard: install  ## TensorBoard on the newest run, bound to localhost
+	$(BIN)/tensorboard --logdir "$$(ls -d outputs/*/*/ | sort | tail -n 1)" --host 127.0.0.1
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache src/*.egg-info

@@ -1,0 +1,314 @@
+"""The names corpus: reading, normalization, leakage-free split, vocabulary and length-bucketed batches."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import tempfile
+import unicodedata
+import urllib.request
+import zipfile
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+CORPUS_URL = "https://download.pytorch.org/tutorial/data.zip"
+PAD, UNK = "<pad>", "<unk>"
+NORMALIZERS = ("ascii", "none")
+
+
+class DataError(ValueError):
+    """A problem with the user's data or data settings; train.py turns it into one line and exit code 2."""
+
+
+def normalize_name(name: str, mode: str = "ascii") -> str:
+    """Strip surrounding white space; with "ascii", drop accents (NFD minus combining marks) and non-ASCII."""
+    if mode not in NORMALIZERS:
+        raise DataError(f"data.normalize={mode!r} is not one of {', '.join(NORMALIZERS)}")
+    name = unicodedata.normalize("NFC", name.strip().lstrip("\ufeff"))
+    if mode == "ascii":
+        name = "".join(c for c in unicodedata.normalize("NFD", name) if not unicodedata.combining(c))
+        name = name.encode("ascii", "ignore").decode("ascii")
+    return name
+
+
+def is_label_file(path: Path) -> bool:
+    """A label file is `<Language>.txt`; hidden files and README files are documentation, not labels."""
+    return path.suffix == ".txt" and not path.name.startswith(".") and not path.stem.upper().startswith("README")
+
+
+def label_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.glob("*.txt") if p.is_file() and is_label_file(p))
+
+
+def read_label_file(path: Path, normalize: str = "ascii") -> list[str]:
+    """Names of one file, in file order, normalized; raises DataError naming the file and line on bad bytes."""
+    names = []
+    for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise DataError(f"{path}:{number} is not UTF-8: re-save the file as UTF-8") from None
+        name = normalize_name(line, normalize)
+        if name:
+            names.append(name)
+    if not names:
+        raise DataError(f"{path} holds no names: delete it or add one name per line")
+    return names
+
+
+def read_corpus(root: str | Path, normalize: str = "ascii") -> tuple[list[tuple[str, str]], str]:
+    """All (name, language) pairs with duplicates dropped, sorted, and the sha256 of the raw files."""
+    root = Path(root)
+    if not root.is_dir():
+        raise DataError(f"data.root={root} does not exist: pass data.root=<folder of <Language>.txt files>")
+    files = label_files(root)
+    if not files:
+        raise DataError(f"data.root={root} holds no <Language>.txt files: put the corpus there or fix data.root")
+    digest = hashlib.sha256()
+    pairs = set()
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        pairs.update((name, path.stem) for name in read_label_file(path, normalize))
+    return sorted(pairs), digest.hexdigest()
+
+
+def download_corpus(root: str | Path, url: str = CORPUS_URL) -> Path:
+    """Fetch the tutorial zip into a temp file, check it, then move `names/*.txt` into `root` in one rename."""
+    root = Path(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root.parent, prefix=".download-") as tmp:
+        archive = Path(tmp) / "data.zip"
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response, archive.open("wb") as out:
+                shutil.copyfileobj(response, out)
+        except OSError as error:
+            raise DataError(
+                f"could not download the corpus from {url} ({error}): put the <Language>.txt files "
+                f"in {root} or pass data.root=<folder>"
+            ) from None
+        try:
+            with zipfile.ZipFile(archive) as zf:
+                members = [m for m in zf.namelist() if m.endswith(".txt") and "/names/" in f"/{m}"]
+                if not members:
+                    raise DataError(f"{url} holds no names/*.txt: pass data.root=<folder of <Language>.txt>")
+                staged = Path(tmp) / "names"
+                staged.mkdir()
+                for member in members:
+                    (staged / Path(member).name).write_bytes(zf.read(member))
+        except (zipfile.BadZipFile, EOFError, OSError) as error:
+            raise DataError(f"{url} is not a valid zip ({error}): retry, or put the files in {root}") from None
+        if root.exists() and not any(root.iterdir()):
+            root.rmdir()
+        os.replace(staged, root)
+    return root
+
+
+def split_by_name(
+    pairs: Sequence[tuple[str, str]], fractions: Sequence[float], seed: int
+) -> dict[str, list[tuple[str, str]]]:
+    """Split so every name string lives in exactly one split, stratified by language.
+
+    A name with several languages is grouped under its rarest language, so rare classes keep their share.
+    """
+    languages_of: dict[str, list[str]] = defaultdict(list)
+    for name, language in pairs:
+        languages_of[name].append(language)
+    language_size = Counter(language for _, language in pairs)
+    strata: dict[str, list[str]] = defaultdict(list)
+    for name, languages in languages_of.items():
+        strata[min(languages, key=lambda lang: (language_size[lang], lang))].append(name)
+    rng = random.Random(seed)
+    names_in: dict[str, list[str]] = {"train": [], "val": [], "test": []}
+    for stratum in sorted(strata):
+        names = sorted(strata[stratum])
+        rng.shuffle(names)
+        n_val, n_test = (round(len(names) * f) for f in fractions[1:])
+        if len(names) >= 3:  # keep at least one name of each language in val and test when possible
+            n_val, n_test = max(n_val, 1), max(n_test, 1)
+        names_in["val"] += names[:n_val]
+        names_in["test"] += names[n_val : n_val + n_test]
+        names_in["train"] += names[n_val + n_test :]
+    return {
+        split: sorted((name, lang) for name in names for lang in languages_of[name])
+        for split, names in names_in.items()
+    }
+
+
+def build_vocab(names: Sequence[str]) -> list[str]:
+    """Index 0 is padding and 1 stands for any character not seen in training."""
+    return [PAD, UNK, *sorted({c for name in names for c in name})]
+
+
+def encode(name: str, char_to_index: dict[str, int]) -> list[int]:
+    unk = char_to_index[UNK]
+    return [char_to_index.get(c, unk) for c in name]
+
+
+def pad_batch(encoded: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded index tensor [batch, longest] and lengths [batch]."""
+    lengths = torch.tensor([len(e) for e in encoded], dtype=torch.long)
+    tokens = torch.zeros(len(encoded), int(lengths.max()) if len(encoded) else 0, dtype=torch.long)
+    for row, sequence in enumerate(encoded):
+        tokens[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
+    return tokens, lengths
+
+
+class EncodedNames(torch.utils.data.Dataset):
+    """Names encoded once up front so the loader only slices tensors."""
+
+    def __init__(self, pairs: Sequence[tuple[str, str]], char_to_index: dict[str, int], labels: list[str]):
+        label_index = {label: i for i, label in enumerate(labels)}
+        self.names = [name for name, _ in pairs]
+        self.tokens, self.lengths = pad_batch([encode(name, char_to_index) for name in self.names])
+        self.targets = torch.tensor([label_index[lang] for _, lang in pairs], dtype=torch.long)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+    def collate(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        idx = torch.tensor(indices, dtype=torch.long)
+        lengths = self.lengths[idx]
+        return self.tokens[idx, : int(lengths.max())], lengths, self.targets[idx]
+
+
+class BucketBatchSampler(Sampler[list[int]]):
+    """Batches of similar length: shuffle, sort within pools of `pool` batches, shuffle the batches.
+
+    The order depends on (seed, epoch) only; Lightning calls `set_epoch` so a resumed run replays it. Each rank
+    of a distributed run takes every `num_replicas`-th batch of that order, with equal counts on every rank.
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, shuffle: bool, seed: int = 0, pool: int = 50,
+                 num_replicas: int = 1, rank: int = 0):
+        self.lengths = list(map(int, lengths))
+        self.batch_size, self.shuffle, self.seed, self.pool = batch_size, shuffle, seed, pool
+        self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _batches(self) -> list[list[int]]:
+        order = list(range(len(self.lengths)))
+        rng = random.Random(self.seed + self.epoch)
+        if self.shuffle:
+            rng.shuffle(order)
+        step = self.batch_size * self.pool
+        batches = []
+        for start in range(0, len(order), step):
+            chunk = sorted(order[start : start + step], key=self.lengths.__getitem__)
+            batches += [chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
+        if self.shuffle:
+            rng.shuffle(batches)
+        if self.num_replicas > 1 and self.shuffle:
+            batches = batches[: len(batches) - len(batches) % self.num_replicas]
+        elif self.num_replicas > 1:  # evaluation sees every name: pad by repeating, as DistributedSampler does
+            batches += batches[: -len(batches) % self.num_replicas]
+        return batches[self.rank :: self.num_replicas]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from self._batches()
+
+    def __len__(self) -> int:
+        return len(self._batches())
+
+
+class NamesDataModule(pl.LightningDataModule):
+    """Reads `<Language>.txt` files under `root`, splits leakage-free, and serves length-bucketed batches."""
+
+    def __init__(self, root: str = "data/names", url: str = CORPUS_URL, normalize: str = "ascii",
+                 split_fractions: Sequence[float] = (0.8, 0.1, 0.1), split_seed: int = 0, batch_size: int = 64,
+                 num_workers: int = 0, download: bool = True):
+        super().__init__()
+        fractions = [float(f) for f in split_fractions]
+        if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-6:
+            raise DataError(f"data.split_fractions={fractions} must be three non-negative numbers summing to 1")
+        if batch_size < 1:
+            raise DataError(f"data.batch_size={batch_size} must be a positive integer")
+        if normalize not in NORMALIZERS:
+            raise DataError(f"data.normalize={normalize!r} is not one of {', '.join(NORMALIZERS)}")
+        self.root, self.url, self.normalize, self.download = Path(root), url, normalize, download
+        self.split_fractions, self.split_seed = fractions, int(split_seed)
+        self.batch_size, self.num_workers = int(batch_size), int(num_workers)
+        self.splits: dict[str, list[tuple[str, str]]] = {}
+
+    def prepare_data(self) -> None:
+        if not (self.root.is_dir() and label_files(self.root)):
+            if not self.download:
+                raise DataError(f"data.root={self.root} holds no <Language>.txt files and data.download=false")
+            download_corpus(self.root, self.url)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        pairs, self.corpus_sha256 = read_corpus(self.root, self.normalize)
+        self.labels = sorted({language for _, language in pairs})
+        if len(self.labels) < 2:
+            raise DataError(f"data.root={self.root} has one language file: a classifier needs at least two")
+        self.splits = split_by_name(pairs, self.split_fractions, self.split_seed)
+        if not self.splits["train"]:
+            raise DataError(f"data.root={self.root} is too small to split: add names")
+        self.vocab = build_vocab([name for name, _ in self.splits["train"]])
+        char_to_index = {c: i for i, c in enumerate(self.vocab)}
+        self.datasets = {s: EncodedNames(p, char_to_index, self.labels) for s, p in self.splits.items()}
+
+    def manifest(self) -> dict:
+        """Everything needed to audit or rebuild the split: settings, counts, corpus hash, the names."""
+        counts = {s: dict(sorted(Counter(lang for _, lang in p).items())) for s, p in self.splits.items()}
+        multi = Counter(name for name, _ in (p for split in self.splits.values() for p in split))
+        return {
+            "root": str(self.root), "corpus_sha256": self.corpus_sha256, "normalize": self.normalize,
+            "split_fractions": self.split_fractions, "split_seed": self.split_seed, "labels": self.labels,
+            "sizes": {s: len(p) for s, p in self.splits.items()}, "counts": counts,
+            "names_with_several_languages": sum(1 for c in multi.values() if c > 1),
+            "splits": {s: [list(pair) for pair in p] for s, p in self.splits.items()},
+        }
+
+    def state_dict(self) -> dict:
+        """Saved in every checkpoint: enough to rebuild the split and to notice a different corpus."""
+        return {"corpus_sha256": self.corpus_sha256, "split_seed": self.split_seed,
+                "split_fractions": list(self.split_fractions), "normalize": self.normalize}
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.splits and state.get("corpus_sha256") != self.corpus_sha256:
+            raise DataError(f"data.root={self.root} differs from the corpus this checkpoint was trained on "
+                            "(sha256 mismatch): point data.root at the original files")
+        if self.splits and state.get("split_seed") != self.split_seed:
+            raise DataError(f"data.split_seed={self.split_seed} differs from the checkpoint's "
+                            f"{state.get('split_seed')}: resume with the same split")
+
+    def write_manifest(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.manifest(), indent=1))
+        os.replace(tmp, path)
+        return path
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        dataset = self.datasets[split]
+        trainer = getattr(self, "trainer", None)
+        replicas, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+        sampler = BucketBatchSampler(dataset.lengths.tolist(), self.batch_size, shuffle, self.split_seed,
+                                     num_replicas=replicas, rank=rank)
+        return DataLoader(dataset, batch_sampler=sampler, collate_fn=dataset.collate,
+                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)

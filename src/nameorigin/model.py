@@ -1,0 +1,144 @@
+"""CharRNN: one recurrent cell, written here, applied to every character with the same weights.
+
+The input projection of all timesteps is one matmul before the loop; only the recurrent product stays inside.
+With `capture=True` the forward pass records what is needed to split the cell's weight gradients into one
+contribution per use (timestep), so callers can check that autograd's `.grad` is exactly their sum.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+GATES = {"rnn": 1, "gru": 3, "lstm": 4}
+SHARED_WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+
+
+def check_cell(cell: str) -> str:
+    if cell not in GATES:
+        raise ValueError(f"unknown cell {cell!r}: choose one of {', '.join(GATES)}")
+    return cell
+
+
+class RecurrentCell(nn.Module):
+    """Elman RNN (tanh), GRU or LSTM cell with torch's parameter layout, so weights copy to/from nn.RNN/GRU/LSTM."""
+
+    def __init__(self, kind: str, input_size: int, hidden_size: int):
+        super().__init__()
+        self.kind = check_cell(kind)
+        self.hidden_size = hidden_size
+        rows = GATES[kind] * hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(rows, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(rows, hidden_size))
+        self.bias_ih = nn.Parameter(torch.empty(rows))
+        self.bias_hh = nn.Parameter(torch.empty(rows))
+        bound = 1 / math.sqrt(hidden_size)
+        for weight in self.parameters():
+            nn.init.uniform_(weight, -bound, bound)
+
+    def initial_state(self, batch: int, like: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        zeros = like.new_zeros(batch, self.hidden_size)
+        return (zeros, zeros) if self.kind == "lstm" else (zeros,)
+
+    def step(self, gi: torch.Tensor, gh: torch.Tensor, state: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        """One timestep from the input projection `gi` and the recurrent projection `gh` (biases included)."""
+        if self.kind == "rnn":
+            return (torch.tanh(gi + gh),)
+        if self.kind == "gru":
+            i_r, i_z, i_n = gi.chunk(3, dim=1)
+            h_r, h_z, h_n = gh.chunk(3, dim=1)
+            reset, update = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+            candidate = torch.tanh(i_n + reset * h_n)
+            return (candidate + update * (state[0] - candidate),)
+        i, f, g, o = (gi + gh).chunk(4, dim=1)
+        c = torch.sigmoid(f) * state[1] + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+
+@dataclass
+class StepCapture:
+    """Per-timestep tensors from one forward pass; the gradients are filled in by hooks during backward."""
+
+    lengths: torch.Tensor
+    inputs: torch.Tensor  # [B, T, E]: x_t, what weight_ih multiplies at step t
+    hiddens: list[torch.Tensor] = field(default_factory=list)  # h_{t-1}, what weight_hh multiplies at step t
+    grad_gi: torch.Tensor | None = None  # dL/d(x_t W_ih^T + b_ih), [B, T, G*H]
+    grad_gh: dict[int, torch.Tensor] = field(default_factory=dict)  # t -> dL/d(h_{t-1} W_hh^T + b_hh)
+
+    def by_distance(self, values: torch.Tensor) -> torch.Tensor:
+        """Reorder [B, T, ...] so index d is each name's d-th character from its end; padding becomes zero."""
+        batch, steps = values.shape[:2]
+        distance = torch.arange(steps, device=values.device)
+        position = self.lengths.to(values.device)[:, None] - 1 - distance[None, :]
+        valid = (position >= 0).to(values.dtype)
+        index = position.clamp(min=0).view(batch, steps, *([1] * (values.dim() - 2))).expand_as(values)
+        return values.gather(1, index) * valid.view(batch, steps, *([1] * (values.dim() - 2)))
+
+    def contributions(self) -> dict[str, torch.Tensor]:
+        """Each shared weight's gradient split by use: name -> [distance from last char, *weight.shape]."""
+        if self.grad_gi is None or len(self.grad_gh) != len(self.hiddens):
+            raise RuntimeError("contributions() needs a backward pass through the captured forward")
+        grad_gh = torch.stack([self.grad_gh[t] for t in range(len(self.hiddens))], dim=1)
+        grad_gi, grad_gh = self.by_distance(self.grad_gi), self.by_distance(grad_gh)
+        inputs, hiddens = self.by_distance(self.inputs), self.by_distance(torch.stack(self.hiddens, dim=1))
+        return {
+            "weight_ih": torch.einsum("bdg,bde->dge", grad_gi, inputs),
+            "weight_hh": torch.einsum("bdg,bdh->dgh", grad_gh, hiddens),
+            "bias_ih": grad_gi.sum(0),
+            "bias_hh": grad_gh.sum(0),
+        }
+
+
+class CharRNN(nn.Module):
+    """Embedding (or one-hot) -> one recurrent cell looped over characters -> linear head on the last state."""
+
+    def __init__(self, vocab_size: int, num_classes: int, cell: str = "gru", hidden_size: int = 256,
+                 embedding_dim: int = 64, dropout: float = 0.0):
+        super().__init__()
+        check_cell(cell)
+        for key, value in {"vocab_size": vocab_size, "num_classes": num_classes, "hidden_size": hidden_size}.items():
+            if int(value) < 1:
+                raise ValueError(f"{key}={value} must be a positive integer")
+        if embedding_dim < 0:
+            raise ValueError(f"embedding_dim={embedding_dim} must be >= 0 (0 means one-hot input)")
+        if not 0 <= dropout < 1:
+            raise ValueError(f"dropout={dropout} must be in [0, 1)")
+        self.vocab_size = vocab_size
+        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0) if embedding_dim else None
+        self.cell = RecurrentCell(cell, embedding_dim or vocab_size, hidden_size)
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(hidden_size, num_classes)
+        self.capture: StepCapture | None = None
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        if self.embedding is not None:
+            return self.embedding(tokens)
+        return F.one_hot(tokens, self.vocab_size).to(self.head.weight.dtype)
+
+    def encode(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False) -> torch.Tensor:
+        """Final hidden state of each name, taken at its own last character. tokens: [B, T], lengths: [B]."""
+        cell = self.cell
+        x = self.embed(tokens)
+        gi = F.linear(x, cell.weight_ih, cell.bias_ih)  # every timestep's input projection in one matmul
+        state = cell.initial_state(tokens.shape[0], gi)
+        active = torch.arange(tokens.shape[1], device=tokens.device)[None, :] < lengths.to(tokens.device)[:, None]
+        record = StepCapture(lengths.detach(), x.detach()) if capture else None
+        if record is not None:
+            gi.register_hook(lambda grad: setattr(record, "grad_gi", grad.detach()))
+        for t in range(tokens.shape[1]):
+            gh = F.linear(state[0], cell.weight_hh, cell.bias_hh)
+            if record is not None:
+                record.hiddens.append(state[0].detach())
+                gh.register_hook(lambda grad, t=t: record.grad_gh.__setitem__(t, grad.detach()))
+            new_state = cell.step(gi[:, t], gh, state)
+            keep = active[:, t, None]  # finished names keep their last state; padding adds no gradient
+            state = tuple(torch.where(keep, new, old) for new, old in zip(new_state, state, strict=True))
+        self.capture = record
+        return state[0]
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False) -> torch.Tensor:
+        return self.head(self.dropout(self.encode(tokens, lengths, capture)))

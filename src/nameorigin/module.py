@@ -1,0 +1,117 @@
+"""NameClassifier: the LightningModule around CharRNN (loss, metrics, optimizer and schedule)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from torchmetrics import MaxMetric, MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score
+
+from nameorigin.model import CharRNN
+
+
+class NameClassifier(pl.LightningModule):
+    """Hyperparameters are plain Python types (vocab and labels included) so the checkpoint alone rebuilds the
+    model and loads with `torch.load(weights_only=True)`."""
+
+    def __init__(self, vocab: Sequence[str], labels: Sequence[str], cell: str = "gru", hidden_size: int = 256,
+                 embedding_dim: int = 64, dropout: float = 0.1, label_smoothing: float = 0.0,
+                 class_weights: Sequence[float] | None = None, normalize: str = "ascii",
+                 optimizer: Callable | None = None, scheduler: Callable | None = None):
+        super().__init__()
+        vocab, labels = [str(c) for c in vocab], [str(label) for label in labels]
+        class_weights = None if class_weights is None else [float(w) for w in class_weights]
+        self.save_hyperparameters(
+            {"vocab": vocab, "labels": labels, "cell": str(cell), "hidden_size": int(hidden_size),
+             "embedding_dim": int(embedding_dim), "dropout": float(dropout),
+             "label_smoothing": float(label_smoothing), "class_weights": class_weights, "normalize": str(normalize)}
+        )
+        self.net = CharRNN(len(vocab), len(labels), cell, int(hidden_size), int(embedding_dim), float(dropout))
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self.register_buffer("class_weight", None if class_weights is None else torch.tensor(class_weights))
+        n = len(labels)
+        metrics = MetricCollection({
+            "acc": MulticlassAccuracy(n, average="micro"),
+            "macro_f1": MulticlassF1Score(n, average="macro"),
+        })
+        self.train_metrics = metrics.clone(prefix="train/")
+        self.val_metrics, self.test_metrics = metrics.clone(prefix="val/"), metrics.clone(prefix="test/")
+        self.val_class_f1, self.test_class_f1 = (MulticlassF1Score(n, average=None) for _ in range(2))
+        self.val_confusion, self.test_confusion = (MulticlassConfusionMatrix(n) for _ in range(2))
+        self.val_acc_best = MaxMetric()
+        self.capture_next_step = False  # set by GradAccumulationLogger for the steps it inspects
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return self.net(tokens, lengths)
+
+    def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits, targets, weight=self.class_weight,
+                               label_smoothing=self.hparams.label_smoothing)
+
+    def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
+        tokens, lengths, targets = batch
+        logits = self.net(tokens, lengths, capture=self.capture_next_step)
+        self.capture_next_step = False
+        loss = self.loss(logits, targets)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"non-finite training loss ({loss.item()}) at step {self.global_step}: the learning rate "
+                f"(model.optimizer.lr) is likely too high; lower it or set trainer.gradient_clip_val"
+            )
+        self.train_metrics.update(logits.detach(), targets)
+        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=len(targets))
+        self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=len(targets))
+        return loss
+
+    def _evaluate(self, batch: tuple[torch.Tensor, ...], stage: str) -> None:
+        tokens, lengths, targets = batch
+        logits = self.net(tokens, lengths)
+        preds = logits.argmax(-1)
+        self.log(f"{stage}/loss", self.loss(logits, targets), sync_dist=True, batch_size=len(targets))
+        metrics = self.val_metrics if stage == "val" else self.test_metrics
+        metrics.update(logits, targets)
+        (self.val_class_f1 if stage == "val" else self.test_class_f1).update(preds, targets)
+        (self.val_confusion if stage == "val" else self.test_confusion).update(preds, targets)
+        self.log_dict(metrics, prog_bar=stage == "val", batch_size=len(targets))
+
+    def validation_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
+        self._evaluate(batch, "val")
+
+    def test_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
+        self._evaluate(batch, "test")
+
+    def _log_class_f1(self, stage: str) -> torch.Tensor:
+        metric = self.val_class_f1 if stage == "val" else self.test_class_f1
+        scores = metric.compute()
+        for label, score in zip(self.hparams.labels, scores, strict=True):
+            self.log(f"{stage}_f1/{label}", score)
+        metric.reset()
+        return scores
+
+    def on_train_start(self) -> None:
+        self.val_acc_best.reset()  # forget the sanity-check batches
+
+    def on_validation_epoch_start(self) -> None:
+        self.val_confusion.reset()
+
+    def on_test_epoch_start(self) -> None:
+        self.test_confusion.reset()
+
+    def on_validation_epoch_end(self) -> None:
+        self.val_acc_best.update(self.val_metrics["acc"].compute())
+        self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True)
+        self._log_class_f1("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_class_f1("test")
+
+    def configure_optimizers(self) -> dict:
+        factory = self.optimizer_factory or torch.optim.AdamW
+        optimizer = factory(params=self.parameters())
+        if self.scheduler_factory is None:
+            return {"optimizer": optimizer}
+        scheduler = self.scheduler_factory(optimizer=optimizer)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "epoch"}}

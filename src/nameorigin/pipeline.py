@@ -1,0 +1,100 @@
+"""What `python train.py` does, as a function tests can call: compose -> instantiate -> fit -> test."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from nameorigin.data import DataError
+
+log = logging.getLogger(__name__)
+
+
+class ConfigError(ValueError):
+    """An invalid setting; train.py turns it into one line and exit code 2."""
+
+
+def build(cfg: DictConfig, group: str, **kwargs: Any) -> Any:
+    """Instantiate one config group, turning a constructor's ValueError into a ConfigError naming the group."""
+    try:
+        return instantiate(cfg[group], **kwargs)
+    except InstantiationException as error:
+        cause = error.__cause__
+        if isinstance(cause, DataError):
+            raise cause from None
+        if isinstance(cause, ValueError | TypeError):
+            raise ConfigError(f"{group}: {cause}") from None
+        raise
+
+
+def instantiate_all(group_cfg: DictConfig | None, group: str) -> list[Any]:
+    """Every entry of a group like callbacks/logger that has a _target_."""
+    objects = []
+    for key, entry in (group_cfg or {}).items():
+        if isinstance(entry, DictConfig) and "_target_" in entry:
+            objects.append(build(group_cfg, key))
+    return objects
+
+
+def find_last_checkpoint(log_dir: str | Path, exclude: str | Path | None = None) -> Path:
+    """The most recently written last.ckpt under log_dir (for ckpt_path=last)."""
+    skip = Path(exclude).resolve() if exclude else None
+    found = [p for p in Path(log_dir).glob("**/checkpoints/last.ckpt") if skip is None or skip not in p.resolve().parents]
+    if not found:
+        raise ConfigError(f"ckpt_path=last but no last.ckpt under {log_dir}: train first or pass ckpt_path=<file>")
+    return max(found, key=lambda p: p.stat().st_mtime)
+
+
+def resolve_checkpoint(cfg: DictConfig) -> str | None:
+    if cfg.get("ckpt_path") in (None, ""):
+        return None
+    if cfg.ckpt_path == "last":
+        return str(find_last_checkpoint(cfg.paths.log_dir, exclude=cfg.paths.output_dir))
+    if not Path(cfg.ckpt_path).is_file():
+        raise ConfigError(f"ckpt_path={cfg.ckpt_path} does not exist: pass an existing .ckpt or ckpt_path=last")
+    return str(cfg.ckpt_path)
+
+
+def train(cfg: DictConfig) -> dict[str, float]:
+    """Train, then test the best checkpoint. Returns the final metrics (callback_metrics as floats)."""
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    ckpt_path = resolve_checkpoint(cfg)
+    datamodule = build(cfg, "data")
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    model = build(cfg, "model", vocab=datamodule.vocab, labels=datamodule.labels)
+    callbacks = instantiate_all(cfg.get("callbacks"), "callbacks")
+    loggers = instantiate_all(cfg.get("logger"), "logger")
+    trainer: pl.Trainer = build(cfg, "trainer", callbacks=callbacks, logger=loggers or False)
+    output_dir = Path(cfg.paths.output_dir)
+    if trainer.is_global_zero:
+        manifest = datamodule.write_manifest(output_dir / "split.json")
+        log.info("split manifest: %s (sizes %s)", manifest, {k: len(v) for k, v in datamodule.splits.items()})
+
+    trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+    if cfg.get("test"):
+        checkpoint = trainer.checkpoint_callback
+        best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
+        trainer.test(model, datamodule=datamodule, ckpt_path=best, verbose=False)
+        metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
+        metrics["best_checkpoint"] = best
+    if trainer.is_global_zero:
+        report(metrics, output_dir)
+    return metrics
+
+
+def report(metrics: dict[str, Any], output_dir: Path) -> None:
+    """Where things are, printed last so it is the first thing a user sees."""
+    shown = {k: v for k, v in metrics.items() if k.startswith(("test/", "val/acc_best")) and "_f1/" not in k}
+    lines = [f"  {k:<16} {v:.4f}" for k, v in sorted(shown.items())]
+    if metrics.get("best_checkpoint"):
+        lines.append(f"  best checkpoint  {metrics['best_checkpoint']}")
+    lines.append(f"  dashboard        tensorboard --logdir {output_dir}")
+    print("\n".join(["results:", *lines]), flush=True)

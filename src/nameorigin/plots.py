@@ -1,0 +1,69 @@
+"""Matplotlib figures for TensorBoard: confusion matrix, gradient heatmap, running-sum curves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # figures are rendered to images for TensorBoard, never shown
+
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+
+
+def figure_to_writer(writer: Any, tag: str, figure: plt.Figure, step: int) -> None:
+    writer.add_figure(tag, figure, global_step=step, close=True)
+
+
+def confusion_figure(matrix: torch.Tensor, labels: Sequence[str], title: str) -> plt.Figure:
+    """Rows (true language) normalized to 1, so rare languages are as readable as common ones."""
+    counts = matrix.double().cpu()
+    rates = counts / counts.sum(1, keepdim=True).clamp_min(1)
+    size = 2 + 0.45 * len(labels)
+    figure, axes = plt.subplots(figsize=(size, size))
+    axes.imshow(rates.numpy(), cmap="Blues", vmin=0, vmax=1)
+    axes.set_xticks(range(len(labels)), labels, rotation=90)
+    axes.set_yticks(range(len(labels)), labels)
+    axes.set_xlabel("predicted")
+    axes.set_ylabel("true")
+    axes.set_title(title)
+    for (row, col), value in zip(torch.cartesian_prod(torch.arange(len(labels)), torch.arange(len(labels))).tolist(),
+                                 rates.flatten().tolist(), strict=True):
+        if value >= 0.005:
+            axes.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=6,
+                      color="white" if value > 0.5 else "black")
+    figure.tight_layout()
+    return figure
+
+
+def heatmap_figure(steps: Sequence[int], rows: dict[str, list[torch.Tensor]], width: int) -> plt.Figure:
+    """Training step (y) x distance from the last character (x), colour = share of that step's gradient norm."""
+    figure, axes = plt.subplots(1, len(rows), figsize=(4 * len(rows), 3.5), squeeze=False)
+    for ax, (name, norms) in zip(axes[0], rows.items(), strict=True):
+        grid = torch.zeros(len(norms), width)
+        for i, row in enumerate(norms):
+            grid[i, : len(row)] = row / row.sum().clamp_min(1e-30)
+        image = ax.imshow(grid.numpy(), aspect="auto", origin="lower", cmap="viridis",
+                          extent=(-0.5, width - 0.5, steps[0], steps[-1] + 1))
+        ax.set_title(name)
+        ax.set_xlabel("distance from last character")
+        ax.set_ylabel("training step")
+        figure.colorbar(image, ax=ax, fraction=0.046)
+    figure.tight_layout()
+    return figure
+
+
+def partial_sum_figure(curves: dict[str, torch.Tensor], step: int) -> plt.Figure:
+    """||sum of contributions of the last k+1 characters|| / ||.grad||: the accumulation reaching 1."""
+    figure, ax = plt.subplots(figsize=(5, 3.5))
+    for name, curve in curves.items():
+        ax.plot(range(len(curve)), curve.numpy(), marker="o", markersize=3, label=name)
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xlabel("characters added, from the last one (k)")
+    ax.set_ylabel("||partial sum|| / ||grad||")
+    ax.set_title(f"running sum of per-step gradients, step {step}")
+    ax.legend(fontsize=7)
+    figure.tight_layout()
+    return figure

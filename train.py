@@ -1,0 +1,37 @@
+"""Train the name-origin classifier: `python train.py [hydra overrides]`, e.g. `model.cell=lstm`."""
+
+import shutil
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from nameorigin.data import DataError
+from nameorigin.pipeline import ConfigError, train
+
+task_started = False
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    global task_started
+    task_started = True
+    try:
+        metrics = train(cfg)
+    except (DataError, ConfigError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        # Nothing of a run that never started is kept: no empty run folders that look like results.
+        if HydraConfig.get().mode.name == "RUN":
+            shutil.rmtree(Path(cfg.paths.output_dir), ignore_errors=True)
+        sys.exit(2)
+    return metrics.get(cfg.get("optimized_metric"))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except SystemExit as exit_:
+        # Hydra exits 1 on a bad override before the task runs: that is a usage error, so 2.
+        sys.exit(2 if exit_.code == 1 and not task_started else exit_.code)
