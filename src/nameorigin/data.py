@@ -245,7 +245,9 @@ class NamesDataModule(pl.LightningDataModule):
     def prepare_data(self) -> None:
         if not (self.root.is_dir() and label_files(self.root)):
             if not self.download:
-                raise DataError(f"data.root={self.root} holds no <Language>.txt files and data.download=false")
+                state = "holds no <Language>.txt files" if self.root.is_dir() else "does not exist"
+                raise DataError(f"data.root={self.root} {state} and data.download=false: pass "
+                                "data.root=<folder of <Language>.txt files> or data.download=true")
             download_corpus(self.root, self.url)
 
     def setup(self, stage: str | None = None) -> None:

@@ -1,0 +1,73 @@
+"""Shared fixtures: a tiny synthetic corpus written to tmp_path, and the real corpus via NAMES_DATA_DIR."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Each language gets a recognisable ending so a tiny model learns it in a few epochs.
+ENDINGS = {"Japanese": "moto", "Russian": "ovsky", "Irish": "agh", "Italian": "elli"}
+
+
+def write_corpus(folder: Path, per_language: int = 40, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for language, ending in ENDINGS.items():
+        names = set()
+        while len(names) < per_language:
+            stem = "".join(rng.choice("bcdfgklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(1, 3)))
+            names.add(stem.capitalize() + ending)
+        lines = sorted(names)
+        lines += lines[:5]  # duplicate lines, as in the real Arabic.txt
+        (folder / f"{language}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # One name under two languages, as the real corpus has.
+    with (folder / "Irish.txt").open("a") as f:
+        f.write("Sharedname\n")
+    with (folder / "Italian.txt").open("a") as f:
+        f.write("Sharedname\n")
+    return folder
+
+
+@pytest.fixture
+def tiny_corpus(tmp_path: Path) -> Path:
+    return write_corpus(tmp_path / "names")
+
+
+@pytest.fixture(scope="session")
+def real_corpus() -> Path:
+    folder = os.environ.get("NAMES_DATA_DIR")
+    if not folder:
+        pytest.skip("NAMES_DATA_DIR is not set: point it at the 18 <Language>.txt files to run real-corpus tests")
+    if not Path(folder).is_dir():
+        pytest.fail(f"NAMES_DATA_DIR={folder} is not a folder")
+    return Path(folder)
+
+
+# Small, fast training settings shared by the end-to-end tests.
+TINY = [
+    "model.hidden_size=32", "model.embedding_dim=16", "data.batch_size=16", "trainer.max_epochs=2",
+    "trainer.accelerator=cpu", "callbacks.grad_accumulation.every_n_steps=3", "callbacks.progress_bar=null",
+    "trainer.enable_model_summary=false",
+]
+
+
+def run_script(args: list[str], cwd: Path, timeout: int = 300, **kwargs) -> subprocess.CompletedProcess:
+    """Run a project script (train.py, scripts/*.py) in a subprocess, as a user would."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "HYDRA_FULL_ERROR": "0"}
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=env, **kwargs)
+
+
+def train(cwd: Path, *overrides: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return run_script([str(ROOT / "train.py"), *overrides], cwd=cwd, timeout=timeout)
+
+
+def run_dirs(cwd: Path) -> list[Path]:
+    return sorted(p for p in (cwd / "outputs").glob("*/*") if p.is_dir() and p.name != "multirun")

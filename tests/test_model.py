@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence
+
+from nameorigin.model import GATES, SHARED_WEIGHTS, CharRNN
+
+TORCH_RNN = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
+
+
+def batch(vocab: int = 12, lengths=(7, 3, 5, 1, 7, 2), seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor(lengths)
+    tokens = torch.randint(2, vocab, (len(lengths), int(lengths.max())), generator=gen)
+    tokens[torch.arange(tokens.shape[1])[None, :] >= lengths[:, None]] = 0
+    return tokens, lengths
+
+
+@pytest.mark.parametrize("cell", list(GATES))
+def test_cell_loop_equals_torch_fused_rnn_on_outputs_and_gradients(cell):
+    torch.manual_seed(0)
+    model = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=8)
+    reference = TORCH_RNN[cell](8, 16, batch_first=True)
+    with torch.no_grad():
+        for name in SHARED_WEIGHTS:
+            getattr(reference, f"{name}_l0").copy_(getattr(model.cell, name))
+    tokens, lengths = batch()
+    weights = torch.randn(len(lengths), 16)
+    ours = model.encode(tokens, lengths)
+    (ours * weights).sum().backward()
+    packed = pack_padded_sequence(model.embedding(tokens), lengths, batch_first=True, enforce_sorted=False)
+    _, final = reference(packed)
+    theirs = (final[0] if cell == "lstm" else final)[0]
+    (theirs * weights).sum().backward()
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
+    for name in SHARED_WEIGHTS:
+        torch.testing.assert_close(getattr(model.cell, name).grad, getattr(reference, f"{name}_l0").grad,
+                                   atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("cell", list(GATES))
+@pytest.mark.parametrize("embedding_dim", [0, 4])
+def test_gradcheck_float64(cell, embedding_dim):
+    torch.manual_seed(0)
+    model = CharRNN(6, 3, cell=cell, hidden_size=4, embedding_dim=embedding_dim).double()
+    tokens, lengths = batch(vocab=6, lengths=(4, 2, 3))
+    params = [p for p in model.parameters()]
+
+    def logits(*weights):
+        state = dict(zip([n for n, _ in model.named_parameters()], weights, strict=True))
+        return torch.func.functional_call(model, state, (tokens, lengths))
+
+    assert torch.autograd.gradcheck(logits, tuple(p.detach().requires_grad_() for p in params))
+
+
+def test_unknown_cell_lists_the_valid_names():
+    with pytest.raises(ValueError, match="unknown cell 'transformer': choose one of rnn, gru, lstm"):
+        CharRNN(10, 2, cell="transformer")
+    with pytest.raises(ValueError, match="hidden_size=-3"):
+        CharRNN(10, 2, hidden_size=-3)
+
+
+def test_the_question_linear_layer_used_twice():
+    """A bias-free Linear(1,1) applied twice to x=10, MSE against y=5: dL/dw = 4 (w^2 x - y) w x."""
+    layer = nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        layer.weight.fill_(0.9472)
+    x, y = torch.tensor([[10.0]]), torch.tensor([[5.0]])
+    nn.functional.mse_loss(layer(layer(x)), y).backward()
+    w = 0.9472
+    assert layer.weight.grad.item() == pytest.approx(4 * (w**2 * 10 - 5) * w * 10, rel=1e-5)
+    assert layer.weight.grad.item() == pytest.approx(150.48, abs=0.01)
+
+
+def unrolled_contributions(model: CharRNN, tokens, lengths, weights):
+    """Independent reference: one copy of each cell weight per distance-from-end, so copy d's .grad is the
+    contribution of the uses at that distance."""
+    cell, steps = model.cell, tokens.shape[1]
+    copies = {n: getattr(cell, n).detach().clone().unsqueeze(0).repeat(steps, *[1] * getattr(cell, n).dim())
+              .requires_grad_() for n in SHARED_WEIGHTS}
+    x = model.embed(tokens).detach()
+    state = cell.initial_state(len(lengths), x)
+    for t in range(steps):
+        distance = (lengths - 1 - t).clamp(min=0)
+        gi = torch.einsum("be,bge->bg", x[:, t], copies["weight_ih"][distance]) + copies["bias_ih"][distance]
+        gh = torch.einsum("bh,bgh->bg", state[0], copies["weight_hh"][distance]) + copies["bias_hh"][distance]
+        new = cell.step(gi, gh, state)
+        keep = (t < lengths)[:, None]
+        state = tuple(torch.where(keep, n, o) for n, o in zip(new, state, strict=True))
+    (model.head(state[0]) * weights).sum().backward()
+    return {n: c.grad for n, c in copies.items()}
+
+
+@pytest.mark.parametrize("cell", list(GATES))
+def test_per_step_contributions_match_unrolled_copies_and_sum_to_grad(cell):
+    torch.manual_seed(1)
+    model = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=8)
+    tokens, lengths = batch()
+    weights = torch.randn(len(lengths), 5)
+    (model(tokens, lengths, capture=True) * weights).sum().backward()
+    pieces = model.capture.contributions()
+    reference = unrolled_contributions(model, tokens, lengths, weights)
+    for name in SHARED_WEIGHTS:
+        assert pieces[name].shape == (tokens.shape[1], *getattr(model.cell, name).shape)
+        torch.testing.assert_close(pieces[name], reference[name], atol=1e-5, rtol=0)
+        torch.testing.assert_close(pieces[name].sum(0), getattr(model.cell, name).grad, atol=1e-5, rtol=0)
+    # The first character of the 7-letter names sits at distance 6: weight_ih is used there, while weight_hh
+    # multiplies the zero initial state, so its contribution is exactly zero.
+    assert pieces["weight_ih"][6].abs().sum() > 0 and pieces["weight_hh"][5].abs().sum() > 0
+    assert pieces["weight_hh"][6].abs().sum() == 0
+
+
+def test_capture_is_off_by_default_and_does_not_change_results():
+    torch.manual_seed(0)
+    model = CharRNN(12, 5, hidden_size=8, embedding_dim=4)
+    tokens, lengths = batch()
+    plain = model(tokens, lengths)
+    assert model.capture is None
+    torch.testing.assert_close(model(tokens, lengths, capture=True), plain)

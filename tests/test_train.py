@@ -1,0 +1,147 @@
+"""End to end: `python train.py` as a subprocess on tiny data, artifacts read back with the real libraries."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import TINY, run_dirs, train, write_corpus
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from nameorigin.module import NameClassifier
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> tuple[Path, Path, subprocess.CompletedProcess]:
+    """One tiny training run shared by the artifact tests below."""
+    work = tmp_path_factory.mktemp("run")
+    corpus = write_corpus(work / "names")
+    result = train(work, f"data.root={corpus}", *TINY)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(work)
+    return run, corpus, result
+
+
+def events(run: Path) -> EventAccumulator:
+    accumulator = EventAccumulator(str(run / "tensorboard"),
+                                   size_guidance={"scalars": 0, "images": 0, "histograms": 0, "tensors": 0})
+    return accumulator.Reload()
+
+
+def test_run_prints_where_things_are(trained):
+    run, _, result = trained
+    assert "test/acc" in result.stdout and f"tensorboard --logdir {run}" in result.stdout
+    assert "best checkpoint" in result.stdout
+    assert run.parent.parent.name == "outputs" and "." in run.name  # <date>/<time.microseconds>
+
+
+def test_checkpoint_loads_weights_only_and_rebuilds_the_model(trained):
+    run, _, _ = trained
+    for name in ("best.ckpt", "last.ckpt"):
+        checkpoint = torch.load(run / "checkpoints" / name, weights_only=True, map_location="cpu")
+        hparams = checkpoint["hyper_parameters"]
+        assert hparams["labels"] == ["Irish", "Italian", "Japanese", "Russian"]
+        assert hparams["vocab"][:2] == ["<pad>", "<unk>"] and hparams["cell"] == "gru"
+        assert checkpoint["NamesDataModule"]["split_seed"] == 0
+    model = NameClassifier(**hparams)
+    model.load_state_dict(checkpoint["state_dict"])
+    assert sum(p.numel() for p in model.parameters()) > 1000
+
+
+def test_split_manifest_is_saved_and_leak_free(trained):
+    run, corpus, _ = trained
+    manifest = json.loads((run / "split.json").read_text())
+    names = {s: {n for n, _ in pairs} for s, pairs in manifest["splits"].items()}
+    assert not (names["train"] & names["val"] or names["train"] & names["test"] or names["val"] & names["test"])
+    assert sum(manifest["sizes"].values()) == 4 * 40 + 2  # the 5 duplicate lines per file are gone
+    assert manifest["names_with_several_languages"] == 1 and len(manifest["corpus_sha256"]) == 64
+
+
+def test_tensorboard_holds_grad_accumulation_with_tiny_residual(trained):
+    run, _, _ = trained
+    acc = events(run)
+    tags = acc.Tags()
+    for weight in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+        residuals = [e.value for e in acc.Scalars(f"grad_accum/{weight}/residual")]
+        assert len(residuals) >= 3 and max(residuals) < 1e-5, residuals
+        horizons = [e.value for e in acc.Scalars(f"grad_accum/{weight}/horizon90")]
+        assert all(1 <= h <= 20 for h in horizons)
+        shares = [e.value for e in acc.Scalars(f"grad_accum/{weight}/last_char_share")]
+        assert all(0 < s <= 1 for s in shares)
+        histogram = acc.Histograms(f"grad_accum/{weight}/norm_by_distance")[-1].histogram_value
+        assert histogram.num > 0 and len(histogram.bucket) >= 4
+    assert {"grad_accum/heatmap", "grad_accum/running_sum", "val/confusion_matrix"} <= set(tags["images"])
+    image = acc.Images("val/confusion_matrix")[-1]
+    assert image.width > 200 and image.encoded_image_string[:4] == b"\x89PNG"
+
+
+def test_tensorboard_has_metrics_hparams_projector_and_text(trained):
+    run, _, _ = trained
+    acc = events(run)
+    scalars = set(acc.Tags()["scalars"])
+    assert {"train/loss_epoch", "val/acc", "val/macro_f1", "val/acc_best", "test/acc", "val_f1/Irish"} <= scalars
+    assert {"hp/test_acc", "hp/test_macro_f1", "hp/val_acc_best"} <= scalars
+    assert 0 <= acc.Scalars("hp/test_acc")[-1].value <= 1
+    assert "_hparams_/session_start_info" in acc.PluginTagToContent("hparams")
+    assert "custom_scalars__config__" in acc.Tags()["tensors"]
+    assert "test/sample_predictions/text_summary" in acc.Tags()["tensors"]
+    projector = (run / "tensorboard" / "projector_config.pbtxt").read_text()
+    assert "char_embedding" in projector
+    (metadata,) = (run / "tensorboard").glob("**/metadata.tsv")
+    checkpoint = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert len(metadata.read_text().splitlines()) == len(checkpoint["hyper_parameters"]["vocab"])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_tensorboard_server_serves_the_run(trained):
+    run, _, _ = trained
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(run), "--host",
+                               "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline, body = time.monotonic() + 90, None
+        while time.monotonic() < deadline and body is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugin/scalars/tags", timeout=5) as r:
+                    body = json.loads(r.read())
+            except OSError:
+                time.sleep(1)
+        assert body is not None, "tensorboard did not answer within 90 s"
+        tags = {tag for run_tags in body.values() for tag in run_tags}
+        assert {"val/acc", "grad_accum/weight_hh/residual"} <= tags
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.mark.parametrize("setup, override, message", [
+    (lambda d: None, None, "does not exist"),
+    (lambda d: d.mkdir(), None, "holds no <Language>.txt"),
+    (lambda d: (write_corpus(d), (d / "Greek.txt").write_bytes(b"Alpha\n\xff\n")), None, "Greek.txt:2 is not UTF-8"),
+    (lambda d: write_corpus(d), "model.cell=transformer", "unknown cell 'transformer'"),
+    (lambda d: write_corpus(d), "model.hidden_size=-4", "hidden_size=-4"),
+    (lambda d: write_corpus(d), "data.split_fractions=[0.5,0.1,0.1]", "data.split_fractions"),
+    (lambda d: write_corpus(d), "model.hiden_size=8", "hiden_size"),
+])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, setup, override, message):
+    corpus = tmp_path / "names"
+    setup(corpus)
+    args = [f"data.root={corpus}", "data.download=false", *TINY] + ([override] if override else [])
+    result = train(tmp_path, *args)
+    assert result.returncode == 2, (result.stdout[-2000:], result.stderr[-2000:])
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not run_dirs(tmp_path)
