@@ -45,7 +45,8 @@ def instantiate_all(group_cfg: DictConfig | None, group: str) -> list[Any]:
 def find_last_checkpoint(log_dir: str | Path, exclude: str | Path | None = None) -> Path:
     """The most recently written last.ckpt under log_dir (for ckpt_path=last)."""
     skip = Path(exclude).resolve() if exclude else None
-    found = [p for p in Path(log_dir).glob("**/checkpoints/last.ckpt") if skip is None or skip not in p.resolve().parents]
+    found = [p for p in Path(log_dir).glob("**/checkpoints/last.ckpt")
+             if skip is None or skip not in p.resolve().parents]
     if not found:
         raise ConfigError(f"ckpt_path=last but no last.ckpt under {log_dir}: train first or pass ckpt_path=<file>")
     return max(found, key=lambda p: p.stat().st_mtime)
