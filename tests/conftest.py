@@ -71,3 +71,14 @@ def train(cwd: Path, *overrides: str, timeout: int = 300) -> subprocess.Complete
 
 def run_dirs(cwd: Path) -> list[Path]:
     return sorted(p for p in (cwd / "outputs").glob("*/*") if p.is_dir() and p.name != "multirun")
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory) -> tuple[Path, Path, subprocess.CompletedProcess]:
+    """One tiny training run shared by the artifact and prediction tests."""
+    work = tmp_path_factory.mktemp("run")
+    corpus = write_corpus(work / "names")
+    result = train(work, f"data.root={corpus}", *TINY)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(work)
+    return run, corpus, result

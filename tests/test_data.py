@@ -10,19 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nameorigin.data import (
-    PAD,
-    UNK,
-    BucketBatchSampler,
-    DataError,
-    NamesDataModule,
-    build_vocab,
-    download_corpus,
-    encode,
-    normalize_name,
-    read_corpus,
-    split_by_name,
-)
+from nameorigin.data import BucketBatchSampler, DataError, NamesDataModule, download_corpus, read_corpus, split_by_name
+from nameorigin.textnorm import PAD, UNK, build_vocab, encode, normalize_name
 
 
 def test_normalize_folds_accents_and_keeps_inner_spaces_and_apostrophes():

@@ -18,17 +18,6 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from nameorigin.module import NameClassifier
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> tuple[Path, Path, subprocess.CompletedProcess]:
-    """One tiny training run shared by the artifact tests below."""
-    work = tmp_path_factory.mktemp("run")
-    corpus = write_corpus(work / "names")
-    result = train(work, f"data.root={corpus}", *TINY)
-    assert result.returncode == 0, result.stderr[-3000:]
-    (run,) = run_dirs(work)
-    return run, corpus, result
-
-
 def events(run: Path) -> EventAccumulator:
     accumulator = EventAccumulator(str(run / "tensorboard"),
                                    size_guidance={"scalars": 0, "images": 0, "histograms": 0, "tensors": 0})

@@ -1,4 +1,4 @@
-"""The names corpus: reading, normalization, leakage-free split, vocabulary and length-bucketed batches."""
+"""The names corpus: reading, download, leakage-free split, manifest and length-bucketed batches."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 import random
 import shutil
 import tempfile
-import unicodedata
 import urllib.request
 import zipfile
 from collections import Counter, defaultdict
@@ -19,24 +18,9 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Sampler
 
+from nameorigin.textnorm import NORMALIZERS, DataError, build_vocab, encode, normalize_name
+
 CORPUS_URL = "https://download.pytorch.org/tutorial/data.zip"
-PAD, UNK = "<pad>", "<unk>"
-NORMALIZERS = ("ascii", "none")
-
-
-class DataError(ValueError):
-    """A problem with the user's data or data settings; train.py turns it into one line and exit code 2."""
-
-
-def normalize_name(name: str, mode: str = "ascii") -> str:
-    """Strip surrounding white space; with "ascii", drop accents (NFD minus combining marks) and non-ASCII."""
-    if mode not in NORMALIZERS:
-        raise DataError(f"data.normalize={mode!r} is not one of {', '.join(NORMALIZERS)}")
-    name = unicodedata.normalize("NFC", name.strip().lstrip("\ufeff"))
-    if mode == "ascii":
-        name = "".join(c for c in unicodedata.normalize("NFD", name) if not unicodedata.combining(c))
-        name = name.encode("ascii", "ignore").decode("ascii")
-    return name
 
 
 def is_label_file(path: Path) -> bool:
@@ -140,16 +124,6 @@ def split_by_name(
         split: sorted((name, lang) for name in names for lang in languages_of[name])
         for split, names in names_in.items()
     }
-
-
-def build_vocab(names: Sequence[str]) -> list[str]:
-    """Index 0 is padding and 1 stands for any character not seen in training."""
-    return [PAD, UNK, *sorted({c for name in names for c in name})]
-
-
-def encode(name: str, char_to_index: dict[str, int]) -> list[int]:
-    unk = char_to_index[UNK]
-    return [char_to_index.get(c, unk) for c in name]
 
 
 def pad_batch(encoded: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -263,6 +237,15 @@ class NamesDataModule(pl.LightningDataModule):
         self.vocab = build_vocab([name for name, _ in self.splits["train"]])
         char_to_index = {c: i for i, c in enumerate(self.vocab)}
         self.datasets = {s: EncodedNames(p, char_to_index, self.labels) for s, p in self.splits.items()}
+
+    def class_weights(self, mode: str) -> list[float]:
+        """Loss weights per label from training counts: "balanced" = n / (k * count), "sqrt" = its square root."""
+        if mode not in ("balanced", "sqrt"):
+            raise DataError(f"model.class_weights={mode!r}: use balanced, sqrt, null or a list of numbers")
+        counts = Counter(language for _, language in self.splits["train"])
+        total = sum(counts.values())
+        weights = [total / (len(self.labels) * max(counts[label], 1)) for label in self.labels]
+        return [w**0.5 for w in weights] if mode == "sqrt" else weights
 
     def manifest(self) -> dict:
         """Everything needed to audit or rebuild the split: settings, counts, corpus hash, the names."""

@@ -69,7 +69,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     datamodule = build(cfg, "data")
     datamodule.prepare_data()
     datamodule.setup("fit")
-    model = build(cfg, "model", vocab=datamodule.vocab, labels=datamodule.labels)
+    weights = cfg.model.get("class_weights")
+    extra = {"class_weights": datamodule.class_weights(weights)} if isinstance(weights, str) else {}
+    model = build(cfg, "model", vocab=datamodule.vocab, labels=datamodule.labels, **extra)
     callbacks = instantiate_all(cfg.get("callbacks"), "callbacks")
     loggers = instantiate_all(cfg.get("logger"), "logger")
     trainer: pl.Trainer = build(cfg, "trainer", callbacks=callbacks, logger=loggers or False)

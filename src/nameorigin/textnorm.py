@@ -1,0 +1,35 @@
+"""Text to indices, shared by training and inference: normalization and the vocabulary."""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+
+PAD, UNK = "<pad>", "<unk>"
+NORMALIZERS = ("ascii", "none")
+
+
+class DataError(ValueError):
+    """A problem with the user's data or data settings; train.py turns it into one line and exit code 2."""
+
+
+def normalize_name(name: str, mode: str = "ascii") -> str:
+    """Strip surrounding white space; with "ascii", drop accents (NFD minus combining marks) and non-ASCII."""
+    if mode not in NORMALIZERS:
+        raise DataError(f"data.normalize={mode!r} is not one of {', '.join(NORMALIZERS)}")
+    name = unicodedata.normalize("NFC", name.strip().lstrip("\ufeff").strip())
+    if mode == "ascii":
+        name = "".join(c for c in unicodedata.normalize("NFD", name) if not unicodedata.combining(c))
+        name = name.encode("ascii", "ignore").decode("ascii").strip()
+    return name
+
+
+def build_vocab(names: Sequence[str]) -> list[str]:
+    """Index 0 is padding and 1 stands for any character not seen in training."""
+    return [PAD, UNK, *sorted({c for name in names for c in name})]
+
+
+def encode(name: str, char_to_index: dict[str, int]) -> list[int]:
+    """Characters outside the vocabulary map to <unk>, never to a real letter."""
+    unk = char_to_index[UNK]
+    return [char_to_index.get(c, unk) for c in name]

@@ -1,0 +1,137 @@
+"""Predictor and scripts/predict.py on a real (tiny) checkpoint: formats, safety, hostile input, evaluation."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, run_script
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from nameorigin.evaluate import evaluate
+from nameorigin.module import NameClassifier
+from nameorigin.predict import PredictError, Predictor
+
+PREDICT = str(ROOT / "scripts" / "predict.py")
+
+
+@pytest.fixture(scope="module")
+def checkpoint(trained) -> Path:
+    return trained[0] / "checkpoints" / "best.ckpt"
+
+
+def test_predictor_matches_the_lightning_model(checkpoint):
+    predictor = Predictor.from_checkpoint(checkpoint)
+    ckpt = torch.load(checkpoint, weights_only=True)
+    model = NameClassifier(**ckpt["hyper_parameters"]).eval()
+    model.load_state_dict(ckpt["state_dict"])
+    names = ["Kanemoto", "Pavlovsky", "Ab", "Donagh", "Rinelli", "Kanemotokanemoto"]
+    result = predictor.predict(names, top_k=4)
+    codes = [predictor.encode(n)[0] for n in names]
+    for name, code, prediction in zip(names, codes, result, strict=True):
+        expected = model(torch.tensor([code]), torch.tensor([len(code)])).softmax(-1)[0]
+        assert prediction.name == name and len(prediction.predictions) == 4
+        probabilities = [p for _, p in prediction.predictions]
+        assert probabilities == sorted(probabilities, reverse=True)
+        for language, probability in prediction.predictions:
+            assert probability == pytest.approx(float(expected[model.hparams.labels.index(language)]), abs=1e-5)
+
+
+def test_unknown_characters_map_to_unk_and_empty_names_are_explained(checkpoint):
+    predictor = Predictor.from_checkpoint(checkpoint)
+    assert predictor.encode("Kan#moto")[0][3] == predictor.char_to_index["<unk>"]
+    empty, emoji, fine = predictor.predict(["   ", "\U0001f600", "Kanemoto"])
+    assert empty.error and not empty.predictions and emoji.error
+    assert fine.error is None and len(fine.predictions) == 3
+
+
+def test_script_text_json_csv_stdin_and_file(checkpoint, tmp_path):
+    text = run_script([PREDICT, str(checkpoint), "Kanemoto", "O'Rinelli", "--top-k", "2"], cwd=tmp_path)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines()[0] == "Kanemoto" and text.stdout.count("%") == 4
+    names = tmp_path / "names.txt"
+    names.write_text("Kanemoto\n\nPavlovsky\n")
+    as_json = run_script([PREDICT, str(checkpoint), "--format", "json"], cwd=tmp_path, input=names.read_text())
+    rows = json.loads(as_json.stdout)
+    assert [r["name"] for r in rows] == ["Kanemoto", "Pavlovsky"]
+    assert {"language", "probability"} == set(rows[0]["predictions"][0])
+    as_csv = run_script([PREDICT, str(checkpoint), "--file", str(names), "--format", "csv", "--top-k", "3"],
+                        cwd=tmp_path)
+    table = list(csv.DictReader(io.StringIO(as_csv.stdout)))
+    assert len(table) == 6 and table[0].keys() == {"name", "language", "probability", "rank"}
+    assert [r["rank"] for r in table[:3]] == ["1", "2", "3"]
+
+
+def test_latest_finds_the_newest_best_checkpoint(trained):
+    run = trained[0]
+    result = run_script([PREDICT, "latest", "Kanemoto", "--outputs", str(run.parent.parent)], cwd=run)
+    assert result.returncode == 0 and "Kanemoto" in result.stdout
+
+
+class Exploit:
+    def __reduce__(self):
+        return (os.system, ("touch pwned",))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p, ck: None, "does not exist"),
+    (lambda p, ck: p.write_bytes(ck.read_bytes()[:4096]), "not a readable torch checkpoint"),
+    (lambda p, ck: p.write_text("hello"), "not a readable torch checkpoint"),
+    (lambda p, ck: torch.save({"state_dict": {}}, p), "not a nameorigin checkpoint"),
+    (lambda p, ck: torch.save({"hyper_parameters": Exploit()}, p), "refused by weights-only loading"),
+])
+def test_bad_checkpoints_exit_2_with_one_line(checkpoint, tmp_path, make, message):
+    bad = tmp_path / "bad.ckpt"
+    make(bad, checkpoint)
+    result = run_script([PREDICT, str(bad), "Kanemoto"], cwd=tmp_path)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert not (tmp_path / "pwned").exists()  # the malicious pickle never ran
+
+
+def hostile_names(count: int = 1200, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    fixed = ["", " ", "\t\n", "\x00", "A\x00B", "x" * 10_000, "\U0001f600\U0001f468\u200d\U0001f469", "\u202eevil",
+             "\u05e9\u05dc\u05d5\u05dd", "\u0645\u062d\u0645\u062f", "\ufeff", "\r", "O'Neill", "-", "\u0301\u0301"]
+    pools = ["abcXYZ'- ", "\x00\x01\x07\x1b\x7f", "\u0400\u04ff\u0600\u06ff\u3042\u4e00\uac00", "\U0001f600\U0001f680"]
+    out = list(fixed)
+    while len(out) < count:
+        pool = rng.choice(pools)
+        out.append("".join(rng.choice(pool) for _ in range(rng.randint(0, 40))))
+    return out
+
+
+def test_fuzz_predictor_and_script_answer_or_explain_every_name(checkpoint, tmp_path):
+    names = hostile_names()
+    predictor = Predictor.from_checkpoint(checkpoint)
+    results = predictor.predict(names, top_k=2)
+    assert len(results) == len(names)
+    assert all((r.error is None) == bool(r.predictions) for r in results)
+    assert all(abs(sum(p for _, p in r.predictions)) <= 1 + 1e-6 for r in results)
+    lines = [n for n in names if "\n" not in n and "\r" not in n and n.strip()]
+    (tmp_path / "hostile.txt").write_text("\n".join(lines), encoding="utf-8", errors="surrogatepass")
+    result = run_script([PREDICT, str(checkpoint), "--file", str(tmp_path / "hostile.txt"), "--format", "json"],
+                        cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    answered = json.loads(result.stdout)
+    assert len(answered) == len([n for n in "\n".join(lines).splitlines() if n.strip()])
+    assert all(r["predictions"] or r["error"] for r in answered)
+
+
+def test_evaluate_reproduces_the_training_test_score(trained, checkpoint):
+    run, corpus, _ = trained
+    result = evaluate(Predictor.from_checkpoint(checkpoint), corpus)
+    events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0}).Reload()
+    assert result["accuracy"] == pytest.approx(events.Scalars("test/acc")[-1].value, abs=1e-6)
+    assert result["size"] == sum(map(sum, result["confusion"]))
+    report = run_script([PREDICT, str(checkpoint), "--evaluate", str(corpus)], cwd=run)
+    assert report.returncode == 0 and "macro-F1" in report.stdout
+    (corpus / "Irish.txt").write_text("Changed\n")
+    with pytest.raises(PredictError, match="sha256 differs"):
+        evaluate(Predictor.from_checkpoint(checkpoint), corpus)
