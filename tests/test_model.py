@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from nameorigin.model import GATES, SHARED_WEIGHTS, CharRNN
+from nameorigin.model import GATES, IMPLS, SHARED_WEIGHTS, CharRNN
 
 TORCH_RNN = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
 
@@ -18,10 +18,11 @@ def batch(vocab: int = 12, lengths=(7, 3, 5, 1, 7, 2), seed: int = 0):
     return tokens, lengths
 
 
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("cell", list(GATES))
-def test_cell_loop_equals_torch_fused_rnn_on_outputs_and_gradients(cell):
+def test_cell_loop_equals_torch_fused_rnn_on_outputs_and_gradients(cell, impl):
     torch.manual_seed(0)
-    model = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=8)
+    model = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl)
     reference = TORCH_RNN[cell](8, 16, batch_first=True)
     with torch.no_grad():
         for name in SHARED_WEIGHTS:
@@ -40,11 +41,12 @@ def test_cell_loop_equals_torch_fused_rnn_on_outputs_and_gradients(cell):
                                    atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("cell", list(GATES))
 @pytest.mark.parametrize("embedding_dim", [0, 4])
-def test_gradcheck_float64(cell, embedding_dim):
+def test_gradcheck_float64(cell, embedding_dim, impl):
     torch.manual_seed(0)
-    model = CharRNN(6, 3, cell=cell, hidden_size=4, embedding_dim=embedding_dim).double()
+    model = CharRNN(6, 3, cell=cell, hidden_size=4, embedding_dim=embedding_dim, impl=impl).double()
     tokens, lengths = batch(vocab=6, lengths=(4, 2, 3))
     params = [p for p in model.parameters()]
 
@@ -58,6 +60,8 @@ def test_gradcheck_float64(cell, embedding_dim):
 def test_unknown_cell_lists_the_valid_names():
     with pytest.raises(ValueError, match="unknown cell 'transformer': choose one of rnn, gru, lstm"):
         CharRNN(10, 2, cell="transformer")
+    with pytest.raises(ValueError, match="choose one of autograd, bptt"):
+        CharRNN(10, 2, impl="fast")
     with pytest.raises(ValueError, match="hidden_size=-3"):
         CharRNN(10, 2, hidden_size=-3)
 
@@ -93,10 +97,11 @@ def unrolled_contributions(model: CharRNN, tokens, lengths, weights):
     return {n: c.grad for n, c in copies.items()}
 
 
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("cell", list(GATES))
-def test_per_step_contributions_match_unrolled_copies_and_sum_to_grad(cell):
+def test_per_step_contributions_match_unrolled_copies_and_sum_to_grad(cell, impl):
     torch.manual_seed(1)
-    model = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=8)
+    model = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl)
     tokens, lengths = batch()
     weights = torch.randn(len(lengths), 5)
     (model(tokens, lengths, capture=True) * weights).sum().backward()
@@ -119,3 +124,18 @@ def test_capture_is_off_by_default_and_does_not_change_results():
     plain = model(tokens, lengths)
     assert model.capture is None
     torch.testing.assert_close(model(tokens, lengths, capture=True), plain)
+
+
+@pytest.mark.parametrize("cell", list(GATES))
+def test_bptt_equals_the_autograd_reference(cell):
+    torch.manual_seed(2)
+    reference = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=8)
+    fast = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl="bptt")
+    fast.load_state_dict(reference.state_dict())
+    tokens, lengths = batch(lengths=(2, 7, 4, 7, 1, 5, 3))
+    weights = torch.randn(len(lengths), 5)
+    for model in (reference, fast):
+        (model(tokens, lengths) * weights).sum().backward()
+    torch.testing.assert_close(fast(tokens, lengths), reference(tokens, lengths), atol=1e-6, rtol=0)
+    for (name, a), b in zip(reference.named_parameters(), fast.parameters(), strict=True):
+        torch.testing.assert_close(b.grad, a.grad, atol=1e-6, rtol=0, msg=name)

@@ -14,7 +14,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nameorigin.bptt import CellLoop
+
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
+IMPLS = ("autograd", "bptt")
 SHARED_WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 
 
@@ -65,9 +68,11 @@ class StepCapture:
 
     lengths: torch.Tensor
     inputs: torch.Tensor  # [B, T, E]: x_t, what weight_ih multiplies at step t
-    hiddens: list[torch.Tensor] = field(default_factory=list)  # h_{t-1}, what weight_hh multiplies at step t
+    # h_{t-1}, what weight_hh multiplies at step t: a list per step (autograd) or [B, T, H] (bptt)
+    hiddens: list[torch.Tensor] | torch.Tensor = field(default_factory=list)
     grad_gi: torch.Tensor | None = None  # dL/d(x_t W_ih^T + b_ih), [B, T, G*H]
-    grad_gh: dict[int, torch.Tensor] = field(default_factory=dict)  # t -> dL/d(h_{t-1} W_hh^T + b_hh)
+    # dL/d(h_{t-1} W_hh^T + b_hh): t -> [B, G*H] filled by hooks (autograd), or [B, T, G*H] (bptt)
+    grad_gh: dict[int, torch.Tensor] | torch.Tensor = field(default_factory=dict)
 
     def by_distance(self, values: torch.Tensor) -> torch.Tensor:
         """Reorder [B, T, ...] so index d is each name's d-th character from its end; padding becomes zero."""
@@ -82,9 +87,12 @@ class StepCapture:
         """Each shared weight's gradient split by use: name -> [distance from last char, *weight.shape]."""
         if self.grad_gi is None or len(self.grad_gh) != len(self.hiddens):
             raise RuntimeError("contributions() needs a backward pass through the captured forward")
-        grad_gh = torch.stack([self.grad_gh[t] for t in range(len(self.hiddens))], dim=1)
+        grad_gh, hiddens = self.grad_gh, self.hiddens
+        if isinstance(grad_gh, dict):
+            grad_gh = torch.stack([grad_gh[t] for t in range(len(hiddens))], dim=1)
+            hiddens = torch.stack(hiddens, dim=1)
         grad_gi, grad_gh = self.by_distance(self.grad_gi), self.by_distance(grad_gh)
-        inputs, hiddens = self.by_distance(self.inputs), self.by_distance(torch.stack(self.hiddens, dim=1))
+        inputs, hiddens = self.by_distance(self.inputs), self.by_distance(hiddens)
         return {
             "weight_ih": torch.einsum("bdg,bde->dge", grad_gi, inputs),
             "weight_hh": torch.einsum("bdg,bdh->dgh", grad_gh, hiddens),
@@ -97,30 +105,37 @@ class CharRNN(nn.Module):
     """Embedding (or one-hot) -> one recurrent cell looped over characters -> linear head on the last state."""
 
     def __init__(self, vocab_size: int, num_classes: int, cell: str = "gru", hidden_size: int = 256,
-                 embedding_dim: int = 64, dropout: float = 0.0):
+                 embedding_dim: int = 64, dropout: float = 0.0, impl: str = "autograd", input_dropout: float = 0.0):
         super().__init__()
         check_cell(cell)
+        if impl not in IMPLS:
+            raise ValueError(f"unknown impl {impl!r}: choose one of {', '.join(IMPLS)}")
+        self.impl = impl
         for key, value in {"vocab_size": vocab_size, "num_classes": num_classes, "hidden_size": hidden_size}.items():
             if int(value) < 1:
                 raise ValueError(f"{key}={value} must be a positive integer")
         if embedding_dim < 0:
             raise ValueError(f"embedding_dim={embedding_dim} must be >= 0 (0 means one-hot input)")
-        if not 0 <= dropout < 1:
-            raise ValueError(f"dropout={dropout} must be in [0, 1)")
+        for key, value in {"dropout": dropout, "input_dropout": input_dropout}.items():
+            if not 0 <= value < 1:
+                raise ValueError(f"{key}={value} must be in [0, 1)")
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0) if embedding_dim else None
         self.cell = RecurrentCell(cell, embedding_dim or vocab_size, hidden_size)
         self.dropout = nn.Dropout(dropout)
+        self.input_dropout = nn.Dropout(input_dropout)  # on each character's vector: the strongest regularizer here
         self.head = nn.Linear(hidden_size, num_classes)
         self.capture: StepCapture | None = None
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         if self.embedding is not None:
-            return self.embedding(tokens)
-        return F.one_hot(tokens, self.vocab_size).to(self.head.weight.dtype)
+            return self.input_dropout(self.embedding(tokens))
+        return self.input_dropout(F.one_hot(tokens, self.vocab_size).to(self.head.weight.dtype))
 
     def encode(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False) -> torch.Tensor:
         """Final hidden state of each name, taken at its own last character. tokens: [B, T], lengths: [B]."""
+        if self.impl == "bptt":
+            return self._encode_bptt(tokens, lengths, capture)
         cell = self.cell
         x = self.embed(tokens)
         gi = F.linear(x, cell.weight_ih, cell.bias_ih)  # every timestep's input projection in one matmul
@@ -139,6 +154,23 @@ class CharRNN(nn.Module):
             state = tuple(torch.where(keep, new, old) for new, old in zip(new_state, state, strict=True))
         self.capture = record
         return state[0]
+
+    def _encode_bptt(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool) -> torch.Tensor:
+        """Same result as the autograd loop, through bptt.CellLoop on a batch sorted longest first."""
+        lengths = lengths.to(tokens.device)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        tokens, lengths = tokens[order], lengths[order]
+        x = self.embed(tokens)
+        gi = F.linear(x, self.cell.weight_ih, self.cell.bias_ih)
+        record = StepCapture(lengths.detach(), x.detach()) if capture else None
+        if record is not None:
+            gi.register_hook(lambda grad: setattr(record, "grad_gi", grad.detach()))
+        steps = torch.arange(tokens.shape[1], device=tokens.device)
+        batch_sizes = (lengths[None, :] > steps[:, None]).sum(1).tolist()
+        final = CellLoop.apply(gi.transpose(0, 1).contiguous(), self.cell.weight_hh, self.cell.bias_hh,
+                               self.cell.kind, batch_sizes, record)
+        self.capture = record
+        return final[torch.argsort(order)]
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False) -> torch.Tensor:
         return self.head(self.dropout(self.encode(tokens, lengths, capture)))

@@ -18,18 +18,21 @@ class NameClassifier(pl.LightningModule):
     model and loads with `torch.load(weights_only=True)`."""
 
     def __init__(self, vocab: Sequence[str], labels: Sequence[str], cell: str = "gru", hidden_size: int = 256,
-                 embedding_dim: int = 64, dropout: float = 0.1, label_smoothing: float = 0.0,
-                 class_weights: Sequence[float] | None = None, normalize: str = "ascii",
+                 embedding_dim: int = 64, dropout: float = 0.1, input_dropout: float = 0.0,
+                 label_smoothing: float = 0.0,
+                 class_weights: Sequence[float] | None = None, normalize: str = "ascii", impl: str = "autograd",
                  optimizer: Callable | None = None, scheduler: Callable | None = None):
         super().__init__()
         vocab, labels = [str(c) for c in vocab], [str(label) for label in labels]
         class_weights = None if class_weights is None else [float(w) for w in class_weights]
         self.save_hyperparameters(
             {"vocab": vocab, "labels": labels, "cell": str(cell), "hidden_size": int(hidden_size),
-             "embedding_dim": int(embedding_dim), "dropout": float(dropout),
-             "label_smoothing": float(label_smoothing), "class_weights": class_weights, "normalize": str(normalize)}
+             "embedding_dim": int(embedding_dim), "dropout": float(dropout), "input_dropout": float(input_dropout),
+             "label_smoothing": float(label_smoothing), "class_weights": class_weights, "normalize": str(normalize),
+             "impl": str(impl)}
         )
-        self.net = CharRNN(len(vocab), len(labels), cell, int(hidden_size), int(embedding_dim), float(dropout))
+        self.net = CharRNN(len(vocab), len(labels), cell, int(hidden_size), int(embedding_dim), float(dropout), impl,
+                           float(input_dropout))
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.register_buffer("class_weight", None if class_weights is None else torch.tensor(class_weights))
         n = len(labels)

@@ -1,0 +1,248 @@
+"""Side-by-side speed of the cell loop, torch's fused RNNs, the tutorial's style, logging and inference.
+
+Everything is measured in this one process on the same batches, alternating the contenders, median of
+--repeats; the table prints ratios against fused torch.
+
+  python scripts/benchmark.py                               # synthetic names shaped like the corpus
+  python scripts/benchmark.py --data ../shared/data/names   # real names, plus time-to-85% and a baseline
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence
+
+from nameorigin.model import GATES, CharRNN
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", help="folder of <Language>.txt files (default: synthetic names)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--batch-size", type=int, default=128, help="names per training batch (default 128)")
+    parser.add_argument("--hidden-size", type=int, default=256, help="hidden units (default 256)")
+    parser.add_argument("--embedding-dim", type=int, default=64, help="embedding size (default 64)")
+    parser.add_argument("--batches", type=int, default=40, help="training batches per timed run (default 40)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per contender (default 5)")
+    parser.add_argument("--every-n-steps", type=int, default=50, help="grad-accumulation logging interval")
+    parser.add_argument("--cells", default="rnn,gru,lstm", help="comma-separated cells (default rnn,gru,lstm)")
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip: train,tutorial,logging,predict")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    return parser.parse_args(argv)
+
+
+def corpus_names(data: str | None, count: int = 20_000, seed: int = 0) -> list[str]:
+    if data:
+        from nameorigin.data import read_corpus
+
+        return [name for name, _ in read_corpus(data)[0]]
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return ["".join(rng.choice(letters) for _ in range(max(2, int(rng.gauss(7, 2))))).capitalize()
+            for _ in range(count)]
+
+
+def make_batches(names: list[str], batch_size: int, count: int, vocab: int, seed: int = 0) -> list[tuple]:
+    """Length-bucketed batches, as the DataModule serves them."""
+    rng = random.Random(seed)
+    picked = sorted(rng.sample(names, min(len(names), batch_size * count)), key=len)
+    batches = []
+    for start in range(0, len(picked) - batch_size + 1, batch_size):
+        chunk = picked[start : start + batch_size]
+        lengths = torch.tensor([len(n) for n in chunk])
+        tokens = torch.zeros(len(chunk), int(lengths.max()), dtype=torch.long)
+        for row, name in enumerate(chunk):
+            tokens[row, : len(name)] = torch.tensor([2 + ord(c) % (vocab - 2) for c in name])
+        batches.append((tokens, lengths, torch.randint(0, 18, (len(chunk),))))
+    rng.shuffle(batches)
+    return batches
+
+
+class FusedClassifier(nn.Module):
+    """torch's cuDNN/oneDNN-backed nn.RNN/GRU/LSTM on packed sequences: the speed to match."""
+
+    def __init__(self, cell: str, vocab: int, classes: int, hidden: int, embedding: int):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, embedding, padding_idx=0)
+        self.rnn = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}[cell](embedding, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        packed = pack_padded_sequence(self.embedding(tokens), lengths.cpu(), batch_first=True, enforce_sorted=False)
+        _, final = self.rnn(packed)
+        return self.head((final[0] if isinstance(final, tuple) else final)[0])
+
+
+def train_run(model: nn.Module, batches: list[tuple], device: str, capture_every: int = 0) -> float:
+    """Names per second for one pass of forward + backward + AdamW step over `batches`."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    start = time.perf_counter()
+    for step, (tokens, lengths, targets) in enumerate(batches):
+        capture = capture_every > 0 and step % capture_every == 0
+        kwargs = {"capture": True} if capture else {}
+        logits = model(tokens.to(device), lengths.to(device), **kwargs)
+        loss = F.cross_entropy(logits, targets.to(device))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if capture:  # the callback's work: split into per-step pieces, sum, compare, norms
+            pieces = model.capture.contributions()
+            for name, piece in pieces.items():
+                grad = getattr(model.cell, name).grad
+                float((piece.sum(0) - grad).norm() / grad.norm())
+                piece.flatten(1).norm(dim=1).tolist()
+            model.capture = None
+        optimizer.step()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return sum(len(b[1]) for b in batches) / (time.perf_counter() - start)
+
+
+def alternate(contenders: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
+    """Run the contenders round-robin `repeats` times (after one warm-up each); median names/s."""
+    for run in contenders.values():
+        run()
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, run in contenders.items():
+            samples[name].append(run())
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def bench_training(args: argparse.Namespace, names: list[str]) -> dict:
+    vocab, results = 60, {}
+    batches = make_batches(names, args.batch_size, args.batches, vocab)
+    for cell in args.cells.split(","):
+        torch.manual_seed(0)
+        models = {
+            "loop (autograd)": CharRNN(vocab, 18, cell, args.hidden_size, args.embedding_dim).to(args.device),
+            "loop (bptt)": CharRNN(vocab, 18, cell, args.hidden_size, args.embedding_dim, impl="bptt").to(args.device),
+            "fused torch": FusedClassifier(cell, vocab, 18, args.hidden_size, args.embedding_dim).to(args.device),
+        }
+        speeds = alternate({k: (lambda m=m: train_run(m, batches, args.device)) for k, m in models.items()},
+                           args.repeats)
+        results[cell] = {k: {"names_per_s": v, "vs_fused": v / speeds["fused torch"]} for k, v in speeds.items()}
+    return results
+
+
+def bench_logging(args: argparse.Namespace, names: list[str]) -> dict:
+    """Overhead of the gradient-accumulation logger's work at its interval, on the default (gru) model."""
+    vocab = 60
+    batches = make_batches(names, args.batch_size, max(args.batches, args.every_n_steps), vocab, seed=1)
+    results = {}
+    for impl in ("autograd", "bptt"):
+        torch.manual_seed(0)
+        model = CharRNN(vocab, 18, "gru", args.hidden_size, args.embedding_dim, impl=impl).to(args.device)
+        speeds = alternate({"off": lambda m=model: train_run(m, batches, args.device),
+                            "on": lambda m=model: train_run(m, batches, args.device, args.every_n_steps)},
+                           args.repeats)
+        results[impl] = {"off": speeds["off"], "on": speeds["on"], "overhead": 1 - speeds["on"] / speeds["off"]}
+    return results
+
+
+def bench_tutorial(args: argparse.Namespace, names: list[str], sample: int = 300) -> dict:
+    """The tutorial's style: one name per step, one-hot input, Elman RNN with hidden 128, SGD."""
+    vocab = 60
+    torch.manual_seed(0)
+    model = CharRNN(vocab, 18, "rnn", 128, embedding_dim=0)
+    one_by_one = [(tokens[i : i + 1, : int(lengths[i])], lengths[i : i + 1], targets[i : i + 1])
+                  for tokens, lengths, targets in make_batches(names, 1, sample, vocab, seed=2)
+                  for i in range(len(lengths))]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.005)
+    start = time.perf_counter()
+    for tokens, lengths, targets in one_by_one:
+        optimizer.zero_grad()
+        F.cross_entropy(model(tokens, lengths), targets).backward()
+        optimizer.step()
+    return {"names_per_s": len(one_by_one) / (time.perf_counter() - start)}
+
+
+def bench_predict(args: argparse.Namespace, names: list[str], count: int = 100_000) -> dict:
+    from nameorigin.predict import Predictor
+
+    torch.manual_seed(0)
+    vocab = ["<pad>", "<unk>", *sorted({c for n in names for c in n})]
+    net = CharRNN(len(vocab), 18, "gru", args.hidden_size, args.embedding_dim)
+    predictor = Predictor(net, vocab, [f"L{i}" for i in range(18)], device=args.device)
+    many = (names * (count // len(names) + 1))[:count]
+    predictor.predict(many[:2000])
+    start = time.perf_counter()
+    predictor.predict(many, top_k=3)
+    speed = count / (time.perf_counter() - start)
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoint = Path(tmp) / "bench.ckpt"
+        torch.save({"hyper_parameters": {"vocab": vocab, "labels": predictor.labels, "cell": "gru",
+                                         "hidden_size": args.hidden_size, "embedding_dim": args.embedding_dim},
+                    "state_dict": {f"net.{k}": v for k, v in net.state_dict().items()}}, checkpoint)
+        colds = []
+        for _ in range(3):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, str(ROOT / "scripts" / "predict.py"), str(checkpoint), "Nakamura"],
+                           check=True, capture_output=True)
+            colds.append(time.perf_counter() - start)
+    return {"names": count, "names_per_s": speed, "cold_start_s": statistics.median(colds)}
+
+
+def table(results: dict, args: argparse.Namespace) -> str:
+    lines = [f"device {args.device}, {torch.get_num_threads()} threads, batch {args.batch_size}, "
+             f"hidden {args.hidden_size}, embedding {args.embedding_dim}, median of {args.repeats}", ""]
+    fused_gru = None
+    if "train" in results:
+        lines.append(f"{'training throughput':<28}{'names/s':>10}{'vs fused':>10}")
+        for cell, rows in results["train"].items():
+            for name, row in rows.items():
+                lines.append(f"  {cell} {name:<22}{row['names_per_s']:>10.0f}{row['vs_fused']:>9.2f}x")
+        fused_gru = results["train"].get("gru", {}).get("loop (bptt)", {}).get("names_per_s")
+    if "tutorial" in results:
+        speed = results["tutorial"]["names_per_s"]
+        ratio = f"  (gru bptt loop: {fused_gru / speed:.0f}x faster)" if fused_gru else ""
+        lines += ["", f"tutorial style, one name per step: {speed:.0f} names/s{ratio}"]
+    if "logging" in results:
+        lines += ["", f"grad-accumulation logging every {args.every_n_steps} steps (gru):"]
+        for impl, row in results["logging"].items():
+            lines.append(f"  {impl:<9} off {row['off']:.0f} names/s, on {row['on']:.0f} names/s, "
+                         f"overhead {row['overhead']:.1%}")
+    if "predict" in results:
+        row = results["predict"]
+        lines += ["", f"Predictor on {row['names']} names: {row['names_per_s']:.0f} names/s; "
+                  f"cold start of scripts/predict.py for one name: {row['cold_start_s']:.2f} s"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    unknown = [c for c in args.cells.split(",") if c not in GATES]
+    if unknown:
+        print(f"error: --cells {','.join(unknown)}: choose from {', '.join(GATES)}", file=sys.stderr)
+        return 2
+    skip = set(args.skip.split(",")) - {""}
+    names = corpus_names(args.data)
+    results: dict = {}
+    if "train" not in skip:
+        results["train"] = bench_training(args, names)
+    if "tutorial" not in skip:
+        results["tutorial"] = bench_tutorial(args, names)
+    if "logging" not in skip:
+        results["logging"] = bench_logging(args, names)
+    if "predict" not in skip:
+        results["predict"] = bench_predict(args, names)
+    print(json.dumps(results, indent=1) if args.json else table(results, args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
