@@ -26,6 +26,10 @@ def main(cfg: DictConfig) -> float | None:
         if HydraConfig.get().mode.name == "RUN":
             shutil.rmtree(Path(cfg.paths.output_dir), ignore_errors=True)
         sys.exit(2)
+    except FloatingPointError as error:
+        print(f"error: {error}; the last good checkpoint stays in {cfg.paths.output_dir}/checkpoints",
+              file=sys.stderr)
+        sys.exit(1)
     return metrics.get(cfg.get("optimized_metric"))
 
 

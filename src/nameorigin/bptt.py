@@ -17,40 +17,41 @@ import torch
 
 
 def _forward(kind: str, gi: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor,
-             batch_sizes: list[int]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    steps, batch, _ = gi.shape
+             batch_sizes: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """hs[t] = h_{t-1} of the rows active at step t; acts = gate activations; extra = per-cell state kept for
+    the backward (GRU: the recurrent candidate term; LSTM: c_t and tanh(c_t)). Finished rows are not touched."""
+    steps, batch, gates = gi.shape
     hidden = weight_hh.shape[1]
-    hs = gi.new_zeros(steps + 1, batch, hidden)  # hs[t] = h_{t-1}; rows that finished carry their last state
-    acts = gi.new_zeros(steps, batch, gi.shape[2])  # gate activations per step
-    extra = gi.new_zeros(steps + 1 if kind == "lstm" else steps, batch, hidden) if kind != "rnn" else None
+    hs = gi.new_zeros(steps + 1, batch, hidden)
+    acts = gi.new_empty(steps, batch, gates)
+    extra = {"rnn": None, "gru": gi.new_empty(steps, batch, hidden),
+             "lstm": gi.new_zeros(steps + 1, batch, 2 * hidden)}[kind]
     w_t = weight_hh.t()
     for t, n in enumerate(batch_sizes):
-        h_prev = hs[t, :n]
+        h_prev, act = hs[t, :n], acts[t, :n]
         gh = torch.addmm(bias_hh, h_prev, w_t)
         g = gi[t, :n]
         if kind == "rnn":
-            h_new = torch.tanh(g + gh)
-            acts[t, :n] = h_new
+            torch.tanh(g + gh, out=act)
+            hs[t + 1, :n] = act
         elif kind == "gru":
-            rz = torch.sigmoid(g[:, : 2 * hidden] + gh[:, : 2 * hidden])
-            r, z = rz[:, :hidden], rz[:, hidden:]
-            cand = torch.tanh(torch.addcmul(g[:, 2 * hidden :], r, gh[:, 2 * hidden :]))
-            h_new = torch.addcmul(cand, z, h_prev - cand)
-            acts[t, :n, : 2 * hidden] = rz
-            acts[t, :n, 2 * hidden :] = cand
-            extra[t, :n] = gh[:, 2 * hidden :]  # the recurrent candidate term, which reset gates
+            torch.sigmoid(g[:, : 2 * hidden] + gh[:, : 2 * hidden], out=act[:, : 2 * hidden])
+            r, z = act[:, :hidden], act[:, hidden : 2 * hidden]
+            torch.tanh(torch.addcmul(g[:, 2 * hidden :], r, gh[:, 2 * hidden :]), out=act[:, 2 * hidden :])
+            cand = act[:, 2 * hidden :]
+            hs[t + 1, :n] = torch.addcmul(cand, z, h_prev - cand)
+            extra[t, :n] = gh[:, 2 * hidden :]
         else:
-            act = torch.sigmoid(g + gh)  # gates i, f, g, o; the cell input g gets tanh instead
-            act[:, 2 * hidden : 3 * hidden] = torch.tanh(g[:, 2 * hidden : 3 * hidden] + gh[:, 2 * hidden : 3 * hidden])
+            pre = g + gh
+            torch.sigmoid(pre, out=act)  # gates i, f, g, o; the cell input g gets tanh instead
+            torch.tanh(pre[:, 2 * hidden : 3 * hidden], out=act[:, 2 * hidden : 3 * hidden])
             i, f, cell_in, o = act.chunk(4, dim=1)
-            c_new = torch.addcmul(f * extra[t, :n], i, cell_in)
-            h_new = o * torch.tanh(c_new)
-            acts[t, :n] = act
-            extra[t + 1] = extra[t]
-            extra[t + 1, :n] = c_new  # extra[t] = c_{t-1}
-        hs[t + 1] = hs[t]
-        hs[t + 1, :n] = h_new
-    return hs, {"acts": acts, "extra": extra}
+            c_new = torch.addcmul(f * extra[t, :n, :hidden], i, cell_in)
+            extra[t + 1, :n, :hidden] = c_new
+            tanh_c = extra[t + 1, :n, hidden:]
+            torch.tanh(c_new, out=tanh_c)
+            hs[t + 1, :n] = o * tanh_c
+    return hs, acts, extra
 
 
 def _backward(kind: str, grad_h: torch.Tensor, hs: torch.Tensor, acts: torch.Tensor, extra: torch.Tensor | None,
@@ -60,49 +61,52 @@ def _backward(kind: str, grad_h: torch.Tensor, hs: torch.Tensor, acts: torch.Ten
     hidden = weight_hh.shape[1]
     grad_gi = acts.new_zeros(steps, batch, gates)
     grad_gh = grad_gi if kind != "gru" else acts.new_zeros(steps, batch, gates)
-    dh = grad_h.clone()
-    dc = torch.zeros_like(dh) if kind == "lstm" else None
+    dh = torch.zeros_like(grad_h)
+    dc = torch.zeros_like(grad_h) if kind == "lstm" else None
     for t in range(steps - 1, -1, -1):
         n = batch_sizes[t]
-        d = dh[:n]
-        a = acts[t, :n]
+        ending = batch_sizes[t + 1] if t + 1 < steps else 0
+        dh[ending:n] = grad_h[ending:n]  # rows sorted longest first: these names end at step t
+        d, a, dgi = dh[:n], acts[t, :n], grad_gi[t, :n]
         if kind == "rnn":
-            grad_gi[t, :n] = d * (1 - a * a)
-            dh_direct = None
+            torch.mul(d, 1 - a * a, out=dgi)
+            dh[:n] = dgi @ weight_hh
         elif kind == "gru":
             r, z, cand = a[:, :hidden], a[:, hidden : 2 * hidden], a[:, 2 * hidden :]
             d_cand_pre = d * (1 - z) * (1 - cand * cand)
-            grad_gi[t, :n, :hidden] = d_cand_pre * extra[t, :n] * r * (1 - r)
-            grad_gi[t, :n, hidden : 2 * hidden] = d * (hs[t, :n] - cand) * z * (1 - z)
-            grad_gi[t, :n, 2 * hidden :] = d_cand_pre
-            grad_gh[t, :n, : 2 * hidden] = grad_gi[t, :n, : 2 * hidden]
-            grad_gh[t, :n, 2 * hidden :] = d_cand_pre * r
-            dh_direct = d * z
+            dgi[:, :hidden] = d_cand_pre * extra[t, :n] * r * (1 - r)
+            dgi[:, hidden : 2 * hidden] = d * (hs[t, :n] - cand) * z * (1 - z)
+            dgi[:, 2 * hidden :] = d_cand_pre
+            dgh = grad_gh[t, :n]
+            dgh[:, : 2 * hidden] = dgi[:, : 2 * hidden]
+            torch.mul(d_cand_pre, r, out=dgh[:, 2 * hidden :])
+            dh[:n] = torch.addmm(d * z, dgh, weight_hh)
         else:
             i, f, cell_in, o = a.chunk(4, dim=1)
-            c_new = extra[t + 1, :n]
-            tanh_c = torch.tanh(c_new)
-            dcn = dc[:n] + d * o * (1 - tanh_c * tanh_c)
-            grad_gi[t, :n] = torch.cat([dcn * cell_in * i * (1 - i), dcn * extra[t, :n] * f * (1 - f),
-                                        dcn * i * (1 - cell_in * cell_in), d * tanh_c * o * (1 - o)], dim=1)
+            tanh_c = extra[t + 1, :n, hidden:]
+            dcn = torch.addcmul(dc[:n], d * o, 1 - tanh_c * tanh_c)
+            dgi[:, :hidden] = dcn * cell_in * i * (1 - i)
+            dgi[:, hidden : 2 * hidden] = dcn * extra[t, :n, :hidden] * f * (1 - f)
+            dgi[:, 2 * hidden : 3 * hidden] = dcn * i * (1 - cell_in * cell_in)
+            dgi[:, 3 * hidden :] = d * tanh_c * o * (1 - o)
             dc[:n] = dcn * f
-            dh_direct = None
-        dh_prev = grad_gh[t, :n] @ weight_hh
-        dh[:n] = dh_prev if dh_direct is None else dh_prev + dh_direct
+            dh[:n] = dgi @ weight_hh
     return grad_gi, grad_gh
 
 
 class CellLoop(torch.autograd.Function):
-    """Final hidden state of a length-sorted batch. gi: [T, B, G*H] time-major input projections."""
+    """Final hidden state of a batch sorted longest first. gi: [T, B, G*H] time-major input projections;
+    lengths: [B]; batch_sizes[t]: how many names are still running at step t."""
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)  # buffers and backward stay float32
     def forward(ctx: Any, gi: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor, kind: str,
-                batch_sizes: list[int], record: Any) -> torch.Tensor:
-        hs, saved = _forward(kind, gi, weight_hh, bias_hh, batch_sizes)
-        ctx.save_for_backward(hs, saved["acts"], weight_hh, *([saved["extra"]] if saved["extra"] is not None else []))
+                lengths: torch.Tensor, batch_sizes: list[int], record: Any) -> torch.Tensor:
+        hs, acts, extra = _forward(kind, gi, weight_hh, bias_hh, batch_sizes)
+        ctx.save_for_backward(hs, acts, weight_hh, *([] if extra is None else [extra]))
         ctx.kind, ctx.batch_sizes, ctx.record = kind, batch_sizes, record
-        return hs[-1]
+        # Each name's final state was written at its own last step.
+        return hs[lengths, torch.arange(gi.shape[1], device=hs.device)]
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
@@ -116,4 +120,4 @@ class CellLoop(torch.autograd.Function):
         if ctx.record is not None:  # hand the per-step pieces to the gradient-accumulation logger
             ctx.record.hiddens = hs[:-1].transpose(0, 1)
             ctx.record.grad_gh = grad_gh.transpose(0, 1)
-        return grad_gi, grad_w, grad_gh.sum((0, 1)), None, None, None
+        return grad_gi, grad_w, grad_gh.sum((0, 1)), None, None, None, None

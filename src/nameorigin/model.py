@@ -168,7 +168,7 @@ class CharRNN(nn.Module):
         steps = torch.arange(tokens.shape[1], device=tokens.device)
         batch_sizes = (lengths[None, :] > steps[:, None]).sum(1).tolist()
         final = CellLoop.apply(gi.transpose(0, 1).contiguous(), self.cell.weight_hh, self.cell.bias_hh,
-                               self.cell.kind, batch_sizes, record)
+                               self.cell.kind, lengths, batch_sizes, record)
         self.capture = record
         return final[torch.argsort(order)]
 

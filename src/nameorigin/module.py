@@ -45,6 +45,7 @@ class NameClassifier(pl.LightningModule):
         self.val_class_f1, self.test_class_f1 = (MulticlassF1Score(n, average=None) for _ in range(2))
         self.val_confusion, self.test_confusion = (MulticlassConfusionMatrix(n) for _ in range(2))
         self.val_acc_best = MaxMetric()
+        self.val_acc_best.persistent(True)  # kept in checkpoints, so a resumed run remembers its best
         self.capture_next_step = False  # set by GradAccumulationLogger for the steps it inspects
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -94,9 +95,6 @@ class NameClassifier(pl.LightningModule):
         metric.reset()
         return scores
 
-    def on_train_start(self) -> None:
-        self.val_acc_best.reset()  # forget the sanity-check batches
-
     def on_validation_epoch_start(self) -> None:
         self.val_confusion.reset()
 
@@ -104,8 +102,9 @@ class NameClassifier(pl.LightningModule):
         self.test_confusion.reset()
 
     def on_validation_epoch_end(self) -> None:
-        self.val_acc_best.update(self.val_metrics["acc"].compute())
-        self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True)
+        if not self.trainer.sanity_checking:  # two sanity batches are no score to remember
+            self.val_acc_best.update(self.val_metrics["acc"].compute())
+            self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True)
         self._log_class_f1("val")
 
     def on_test_epoch_end(self) -> None:

@@ -11,6 +11,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from nameorigin.checkpointing import AtomicCheckpointIO, RNGState
 from nameorigin.data import DataError
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
     model = build(cfg, "model", vocab=datamodule.vocab, labels=datamodule.labels, **extra)
     callbacks = instantiate_all(cfg.get("callbacks"), "callbacks")
     loggers = instantiate_all(cfg.get("logger"), "logger")
-    trainer: pl.Trainer = build(cfg, "trainer", callbacks=callbacks, logger=loggers or False)
+    trainer: pl.Trainer = build(cfg, "trainer", callbacks=[*callbacks, RNGState()], logger=loggers or False,
+                                plugins=[AtomicCheckpointIO()])
     output_dir = Path(cfg.paths.output_dir)
     if trainer.is_global_zero:
         manifest = datamodule.write_manifest(output_dir / "split.json")

@@ -1,0 +1,95 @@
+"""Crash safety: atomic checkpoints, kill-and-resume to identical weights, divergence stops cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, TINY, run_dirs, train, write_corpus
+
+from nameorigin.checkpointing import AtomicCheckpointIO
+
+
+class Unpicklable:
+    def __reduce__(self):
+        raise RuntimeError("simulated crash in the middle of a save")
+
+
+def test_interrupted_save_leaves_the_previous_checkpoint_whole(tmp_path):
+    io = AtomicCheckpointIO()
+    path = tmp_path / "last.ckpt"
+    io.save_checkpoint({"state_dict": {"w": torch.ones(1000)}, "epoch": 1}, path)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        io.save_checkpoint({"state_dict": {"w": torch.zeros(1000)}, "bad": Unpicklable()}, path)
+    restored = torch.load(path, weights_only=True)
+    assert restored["epoch"] == 1 and restored["state_dict"]["w"].sum() == 1000
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]  # no temporary file left behind
+
+
+RESUME = [*TINY, "trainer.max_epochs=4", "trainer.deterministic=true", "model.dropout=0.3", "test=true",
+          "callbacks.grad_accumulation.every_n_steps=1000"]
+
+
+def final_weights(run: Path) -> dict[str, torch.Tensor]:
+    return torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+
+
+@pytest.mark.slow
+def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
+    corpus = write_corpus(tmp_path / "names", per_language=300)
+    reference_dir, crash_dir = tmp_path / "reference", tmp_path / "crash"
+    reference_dir.mkdir()
+    crash_dir.mkdir()
+    reference = train(reference_dir, f"data.root={corpus}", *RESUME)
+    assert reference.returncode == 0, reference.stderr[-2000:]
+
+    victim = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"data.root={corpus}", *RESUME],
+                              cwd=crash_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not list(crash_dir.glob("outputs/*/*/checkpoints/last.ckpt")):
+        time.sleep(0.05)
+    time.sleep(0.3)  # into the second epoch
+    assert victim.poll() is None, "the run ended before it could be killed"
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+
+    resumed = train(crash_dir, f"data.root={corpus}", *RESUME, "ckpt_path=last")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    ours, theirs = final_weights(run_dirs(crash_dir)[-1]), final_weights(run_dirs(reference_dir)[-1])
+    assert ours.keys() == theirs.keys()
+    for key in theirs:
+        torch.testing.assert_close(ours[key], theirs[key], atol=1e-6, rtol=0, msg=key)
+    test_acc = [line for line in resumed.stdout.splitlines() if "test/acc" in line]
+    assert test_acc == [line for line in reference.stdout.splitlines() if "test/acc" in line]
+
+
+def test_resume_refuses_a_different_corpus(tmp_path):
+    corpus = write_corpus(tmp_path / "names")
+    first = train(tmp_path, f"data.root={corpus}", *TINY, "trainer.max_epochs=1", "test=false")
+    assert first.returncode == 0, first.stderr[-2000:]
+    (corpus / "Irish.txt").write_text("Another\nCorpus\n")
+    again = train(tmp_path, f"data.root={corpus}", *TINY, "ckpt_path=last")
+    assert again.returncode == 2 and "sha256 mismatch" in again.stderr, again.stderr[-2000:]
+    assert len(run_dirs(tmp_path)) == 1
+
+
+def test_divergence_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(tmp_path):
+    corpus = write_corpus(tmp_path / "names")
+    # A sane first epoch, then the schedule multiplies the learning rate by 1e30.
+    result = train(tmp_path, f"data.root={corpus}", *TINY, "trainer.max_epochs=3", "trainer.gradient_clip_val=null",
+                   "model.optimizer._target_=torch.optim.SGD", "model.optimizer.lr=0.01",
+                   "model.scheduler._target_=torch.optim.lr_scheduler.StepLR", "~model.scheduler.T_max",
+                   "+model.scheduler.step_size=1", "+model.scheduler.gamma=1e30")
+    assert result.returncode == 1, (result.stdout[-2000:], result.stderr[-2000:])
+    assert "non-finite training loss" in result.stderr and "model.optimizer.lr" in result.stderr
+    assert "Traceback" not in result.stderr
+    (run,) = run_dirs(tmp_path)
+    last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["epoch"] == 0
+    assert all(torch.isfinite(v).all() for v in last["state_dict"].values() if v.is_floating_point())
