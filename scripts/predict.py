@@ -18,7 +18,8 @@ from nameorigin.predict import PredictError, Prediction, Predictor, newest_check
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoint", help="a .ckpt written by train.py, or 'latest' for the newest best.ckpt")
+    parser.add_argument("checkpoint", help="a .ckpt written by train.py, a .pt from scripts/export.py, or "
+                        "'latest' for the newest best.ckpt")
     parser.add_argument("names", nargs="*", help="names to classify; if none and no --file, read standard input")
     parser.add_argument("--file", help="a UTF-8 file with one name per line (blank lines skipped)")
     parser.add_argument("--top-k", type=int, default=3, help="how many languages to show per name (default 3)")
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         path = newest_checkpoint(args.outputs) if args.checkpoint == "latest" else args.checkpoint
-        predictor = Predictor.from_checkpoint(path, device=args.device)
+        predictor = Predictor.load(path, device=args.device)
         if args.evaluate:
             from nameorigin.evaluate import evaluate, format_report
 

@@ -51,7 +51,8 @@ def test_every_documented_override_exists():
 
 def test_overfit_debug_drives_the_loss_near_zero(tmp_path):
     corpus = write_corpus(tmp_path / "names")
-    result = train(tmp_path, f"data.root={corpus}", *TINY, "debug=overfit", "trainer.max_epochs=60", "test=false")
+    result = train(tmp_path, f"data.root={corpus}", *TINY, "debug=overfit", "trainer.max_epochs=40", "test=false",
+                   "callbacks.grad_accumulation.every_n_steps=1000")
     assert result.returncode == 0, result.stderr[-2000:]
     (run,) = run_dirs(tmp_path)
     events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0}).Reload()

@@ -85,15 +85,15 @@ def unrolled_contributions(model: CharRNN, tokens, lengths, weights):
     copies = {n: getattr(cell, n).detach().clone().unsqueeze(0).repeat(steps, *[1] * getattr(cell, n).dim())
               .requires_grad_() for n in SHARED_WEIGHTS}
     x = model.embed(tokens).detach()
-    state = cell.initial_state(len(lengths), x)
+    h = c = x.new_zeros(len(lengths), cell.hidden_size)
     for t in range(steps):
         distance = (lengths - 1 - t).clamp(min=0)
         gi = torch.einsum("be,bge->bg", x[:, t], copies["weight_ih"][distance]) + copies["bias_ih"][distance]
-        gh = torch.einsum("bh,bgh->bg", state[0], copies["weight_hh"][distance]) + copies["bias_hh"][distance]
-        new = cell.step(gi, gh, state)
+        gh = torch.einsum("bh,bgh->bg", h, copies["weight_hh"][distance]) + copies["bias_hh"][distance]
+        h_new, c_new = cell.step(gi, gh, h, c)
         keep = (t < lengths)[:, None]
-        state = tuple(torch.where(keep, n, o) for n, o in zip(new, state, strict=True))
-    (model.head(state[0]) * weights).sum().backward()
+        h, c = torch.where(keep, h_new, h), torch.where(keep, c_new, c)
+    (model.head(h) * weights).sum().backward()
     return {n: c.grad for n, c in copies.items()}
 
 

@@ -35,7 +35,8 @@ def test_predictor_matches_the_lightning_model(checkpoint):
     result = predictor.predict(names, top_k=4)
     codes = [predictor.encode(n)[0] for n in names]
     for name, code, prediction in zip(names, codes, result, strict=True):
-        expected = model(torch.tensor([code]), torch.tensor([len(code)])).softmax(-1)[0]
+        with torch.no_grad():
+            expected = model(torch.tensor([code]), torch.tensor([len(code)])).softmax(-1)[0]
         assert prediction.name == name and len(prediction.predictions) == 4
         probabilities = [p for _, p in prediction.predictions]
         assert probabilities == sorted(probabilities, reverse=True)
@@ -135,3 +136,19 @@ def test_evaluate_reproduces_the_training_test_score(trained, checkpoint):
     (corpus / "Irish.txt").write_text("Changed\n")
     with pytest.raises(PredictError, match="sha256 differs"):
         evaluate(Predictor.from_checkpoint(checkpoint), corpus)
+
+
+def test_torchscript_export_matches_the_checkpoint(checkpoint, tmp_path):
+    out = tmp_path / "model.pt"
+    result = run_script([str(ROOT / "scripts" / "export.py"), str(checkpoint), "--out", str(out)], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert out.is_file() and out.with_suffix(".json").is_file()
+    names = hostile_names(300, seed=3) + ["Kanemoto", "Pavlovsky", "Donagh"]
+    ours = Predictor.from_checkpoint(checkpoint).predict(names, top_k=4)
+    exported = Predictor.load(out).predict(names, top_k=4)
+    for a, b in zip(ours, exported, strict=True):
+        assert a.error == b.error and [lang for lang, _ in a.predictions] == [lang for lang, _ in b.predictions]
+        for (_, p), (_, q) in zip(a.predictions, b.predictions, strict=True):
+            assert abs(p - q) < 1e-5
+    served = run_script([PREDICT, str(out), "Kanemoto", "--format", "json"], cwd=tmp_path)
+    assert json.loads(served.stdout)[0]["predictions"][0]["language"] == exported[-3].predictions[0][0]

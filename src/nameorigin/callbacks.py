@@ -39,6 +39,7 @@ class GradAccumulationLogger(Callback):
         self.history: list[dict[str, Any]] = []  # one entry per inspected step, kept for the epoch-end images
         self.max_residual = 0.0
         self._last_captured_step = -1
+        self._rendered = 0
         self._grad_before: dict[str, torch.Tensor | None] | None = None
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
@@ -62,7 +63,7 @@ class GradAccumulationLogger(Callback):
             return
         pl_module.net.capture, self._grad_before = None, None
         pieces = capture.contributions()
-        record: dict[str, Any] = {"step": trainer.global_step}
+        record: dict[str, Any] = {"step": trainer.global_step, "mean_length": float(capture.lengths.float().mean())}
         for name in SHARED_WEIGHTS:
             grad = getattr(pl_module.net.cell, name).grad.detach()
             added = grad if before[name] is None else grad - before[name]
@@ -105,8 +106,9 @@ class GradAccumulationLogger(Callback):
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         writer = tensorboard_writer(trainer)
-        if writer is None or not self.history or not trainer.is_global_zero:
-            return
+        if writer is None or len(self.history) == self._rendered or not trainer.is_global_zero:
+            return  # nothing new to draw
+        self._rendered = len(self.history)
         steps = [r["step"] for r in self.history]
         rows = {n: [r[n]["norms"][: self.max_distance] for r in self.history] for n in SHARED_WEIGHTS}
         figure_to_writer(writer, "grad_accum/heatmap", heatmap_figure(steps, rows, self.max_distance),
@@ -116,13 +118,19 @@ class GradAccumulationLogger(Callback):
         figure_to_writer(writer, "grad_accum/running_sum", partial_sum_figure(curves, latest["step"]),
                          trainer.global_step)
 
+    def summary(self, last: int = 10) -> dict[str, Any]:
+        """Means over the last `last` checks (one batch's horizon mostly reflects its names' length)."""
+        recent = self.history[-last:]
+        mean = lambda values: sum(values) / len(values)  # noqa: E731
+        return {"checks": len(self.history), "max_residual": self.max_residual,
+                "mean_name_length": round(mean([r["mean_length"] for r in recent]), 2),
+                "horizon90": {n: round(mean([r[n]["horizon"] for r in recent]), 2) for n in SHARED_WEIGHTS},
+                "last_char_share": {n: round(mean([r[n]["last_char_share"] for r in recent]), 3)
+                                    for n in SHARED_WEIGHTS}}
+
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.history and trainer.is_global_zero:
-            latest = self.history[-1]
-            log.info("grad_accum: %d checks, max residual %.2g; at step %d horizon90 %s, last-char share %s",
-                     len(self.history), self.max_residual, latest["step"],
-                     {n: latest[n]["horizon"] for n in SHARED_WEIGHTS},
-                     {n: round(latest[n]["last_char_share"], 3) for n in SHARED_WEIGHTS})
+            log.info("grad_accum (means over the last 10 checks): %s", self.summary())
 
 
 def tensorboard_writer(trainer: pl.Trainer) -> Any | None:

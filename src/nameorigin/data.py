@@ -265,6 +265,7 @@ class NamesDataModule(pl.LightningDataModule):
                 "split_fractions": list(self.split_fractions), "normalize": self.normalize}
 
     def load_state_dict(self, state: dict) -> None:
+        """Refuse to resume on another corpus or split: the vocabulary and the held-out names would differ."""
         if self.splits and state.get("corpus_sha256") != self.corpus_sha256:
             raise DataError(f"data.root={self.root} differs from the corpus this checkpoint was trained on "
                             "(sha256 mismatch): point data.root at the original files")
@@ -286,8 +287,11 @@ class NamesDataModule(pl.LightningDataModule):
         replicas, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
         sampler = BucketBatchSampler(dataset.lengths.tolist(), self.batch_size, shuffle, self.split_seed,
                                      num_replicas=replicas, rank=rank)
-        return DataLoader(dataset, batch_sampler=sampler, collate_fn=dataset.collate,
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+        # Its own generator: creating an iterator then draws nothing from the global RNG, which dropout uses
+        # and a resumed run restores.
+        return DataLoader(dataset, batch_sampler=sampler, collate_fn=dataset.collate, num_workers=self.num_workers,
+                          persistent_workers=self.num_workers > 0,
+                          generator=torch.Generator().manual_seed(self.split_seed))
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

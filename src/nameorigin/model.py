@@ -43,22 +43,20 @@ class RecurrentCell(nn.Module):
         for weight in self.parameters():
             nn.init.uniform_(weight, -bound, bound)
 
-    def initial_state(self, batch: int, like: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        zeros = like.new_zeros(batch, self.hidden_size)
-        return (zeros, zeros) if self.kind == "lstm" else (zeros,)
-
-    def step(self, gi: torch.Tensor, gh: torch.Tensor, state: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-        """One timestep from the input projection `gi` and the recurrent projection `gh` (biases included)."""
+    def step(self, gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor,
+             c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One timestep from the input projection `gi` and the recurrent projection `gh` (biases included).
+        The state is always (h, c); only the LSTM uses c. (A fixed signature keeps this TorchScript-able.)"""
         if self.kind == "rnn":
-            return (torch.tanh(gi + gh),)
+            return torch.tanh(gi + gh), c
         if self.kind == "gru":
             i_r, i_z, i_n = gi.chunk(3, dim=1)
             h_r, h_z, h_n = gh.chunk(3, dim=1)
             reset, update = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
             candidate = torch.tanh(i_n + reset * h_n)
-            return (candidate + update * (state[0] - candidate),)
+            return candidate + update * (h - candidate), c
         i, f, g, o = (gi + gh).chunk(4, dim=1)
-        c = torch.sigmoid(f) * state[1] + torch.sigmoid(i) * torch.tanh(g)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         return torch.sigmoid(o) * torch.tanh(c), c
 
 
@@ -139,21 +137,21 @@ class CharRNN(nn.Module):
         cell = self.cell
         x = self.embed(tokens)
         gi = F.linear(x, cell.weight_ih, cell.bias_ih)  # every timestep's input projection in one matmul
-        state = cell.initial_state(tokens.shape[0], gi)
+        h = c = gi.new_zeros(tokens.shape[0], cell.hidden_size)
         active = torch.arange(tokens.shape[1], device=tokens.device)[None, :] < lengths.to(tokens.device)[:, None]
         record = StepCapture(lengths.detach(), x.detach()) if capture else None
         if record is not None:
             gi.register_hook(lambda grad: setattr(record, "grad_gi", grad.detach()))
         for t in range(tokens.shape[1]):
-            gh = F.linear(state[0], cell.weight_hh, cell.bias_hh)
+            gh = F.linear(h, cell.weight_hh, cell.bias_hh)
             if record is not None:
-                record.hiddens.append(state[0].detach())
+                record.hiddens.append(h.detach())
                 gh.register_hook(lambda grad, t=t: record.grad_gh.__setitem__(t, grad.detach()))
-            new_state = cell.step(gi[:, t], gh, state)
+            h_new, c_new = cell.step(gi[:, t], gh, h, c)
             keep = active[:, t, None]  # finished names keep their last state; padding adds no gradient
-            state = tuple(torch.where(keep, new, old) for new, old in zip(new_state, state, strict=True))
+            h, c = torch.where(keep, h_new, h), torch.where(keep, c_new, c)
         self.capture = record
-        return state[0]
+        return h
 
     def _encode_bptt(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool) -> torch.Tensor:
         """Same result as the autograd loop, through bptt.CellLoop on a batch sorted longest first."""

@@ -70,6 +70,11 @@ def train(cfg: DictConfig) -> dict[str, float]:
     datamodule = build(cfg, "data")
     datamodule.prepare_data()
     datamodule.setup("fit")
+    if ckpt_path is not None:  # before the model is built from this corpus' vocabulary
+        import torch
+
+        state = torch.load(ckpt_path, map_location="cpu", weights_only=True).get(type(datamodule).__name__, {})
+        datamodule.load_state_dict(state)
     weights = cfg.model.get("class_weights")
     extra = {"class_weights": datamodule.class_weights(weights)} if isinstance(weights, str) else {}
     model = build(cfg, "model", vocab=datamodule.vocab, labels=datamodule.labels, **extra)

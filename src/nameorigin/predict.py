@@ -5,8 +5,8 @@ Imports only torch and the model, so a one-name prediction starts fast; no Light
 
 from __future__ import annotations
 
+import json
 import pickle
-import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +49,7 @@ def load_checkpoint(path: str | Path) -> dict:
         reason = str(error).splitlines()[0] if str(error) else "unsafe content"
         raise PredictError(f"checkpoint {path} was refused by weights-only loading ({reason[:160]}): "
                            "it may run code; load only checkpoints you trained") from None
-    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as error:
+    except Exception as error:  # weights-only unpickling never runs code; anything else means a broken file
         raise PredictError(f"checkpoint {path} is not a readable torch checkpoint "
                            f"({type(error).__name__}): it may be truncated; use another .ckpt") from None
     hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
@@ -84,6 +84,28 @@ class Predictor:
         predictor = cls(net, hp["vocab"], hp["labels"], hp.get("normalize", "ascii"), device)
         predictor.data_settings = checkpoint.get("NamesDataModule", {})
         return predictor
+
+    @classmethod
+    def from_exported(cls, path: str | Path, device: str = "cpu") -> Predictor:
+        """A TorchScript file written by scripts/export.py, with its .json sidecar beside it."""
+        path, sidecar = Path(path), Path(path).with_suffix(".json")
+        if not path.is_file() or not sidecar.is_file():
+            raise PredictError(f"exported model {path} or its sidecar {sidecar.name} is missing: run scripts/export.py")
+        try:
+            meta = json.loads(sidecar.read_text())
+            net = torch.jit.load(str(path), map_location="cpu")
+        except (ValueError, RuntimeError) as error:
+            raise PredictError(f"exported model {path} could not be read ({type(error).__name__}): "
+                               "export it again") from None
+        predictor = cls(net, meta["vocab"], meta["labels"], meta.get("normalize", "ascii"), device)
+        predictor.data_settings = {}
+        return predictor
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "cpu") -> Predictor:
+        """A training checkpoint (.ckpt) or an exported TorchScript model (.pt with a .json sidecar)."""
+        exported = Path(path).suffix == ".pt"
+        return cls.from_exported(path, device) if exported else cls.from_checkpoint(path, device)
 
     def encode(self, name: str) -> tuple[list[int], str | None]:
         """Indices for one raw name, or an explanation of why it cannot be answered."""

@@ -1,0 +1,48 @@
+"""scripts/reuse_demo.py and scripts/compare_runs.py as a user runs them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import ROOT, run_script
+
+SCRIPTS = ROOT / "scripts"
+
+
+def numbers(text: str, label: str) -> list[float]:
+    return [float(m) for m in re.findall(rf"{re.escape(label)}.*?= (-?[\d.]+)", text)]
+
+
+def test_reuse_demo_answers_the_question(tmp_path):
+    result = run_script([str(SCRIPTS / "reuse_demo.py")], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (autograd,) = numbers(result.stdout, "autograd: w.grad")
+    (question,) = numbers(result.stdout, "the question's 4(w^2 x - y) w x")
+    (total,) = numbers(result.stdout, "sum of the uses")
+    assert autograd == pytest.approx(150.4865, abs=1e-3) and question == pytest.approx(autograd, abs=1e-3)
+    assert total == pytest.approx(autograd, abs=1e-4)
+    assert len(numbers(result.stdout, "use ")) == 2
+
+
+def test_reuse_demo_with_more_uses_and_a_checkpoint(trained, tmp_path):
+    checkpoint = trained[0] / "checkpoints" / "best.ckpt"
+    result = run_script([str(SCRIPTS / "reuse_demo.py"), "--uses", "3", "--checkpoint", str(checkpoint),
+                         "--name", "Kanemoto"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert len(numbers(result.stdout, "use ")) == 3
+    assert len(re.findall(r"^\s+\d+\s+'\w'", result.stdout, flags=re.M)) == len("Kanemoto")
+    residuals = [float(x) for x in re.findall(r"/ \|\.grad\| = ([\d.e+-]+)", result.stdout)]
+    assert len(residuals) == 4 and max(residuals) < 1e-5
+    bad = run_script([str(SCRIPTS / "reuse_demo.py"), "--checkpoint", str(checkpoint), "--language", "Klingon"],
+                     cwd=tmp_path)
+    assert bad.returncode == 2 and "Klingon" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_compare_runs_lists_runs_best_first(trained, tmp_path):
+    run = trained[0]
+    result = run_script([str(SCRIPTS / "compare_runs.py"), str(run.parent.parent)], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert str(run) in result.stdout and "val_acc_best" in result.stdout
+    missing = run_script([str(SCRIPTS / "compare_runs.py"), str(tmp_path / "nope")], cwd=tmp_path)
+    assert missing.returncode == 2
