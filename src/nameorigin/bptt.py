@@ -27,12 +27,17 @@ def _forward(kind: str, gi: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torc
     extra = {"rnn": None, "gru": gi.new_empty(steps, batch, hidden),
              "lstm": gi.new_zeros(steps + 1, batch, 2 * hidden)}[kind]
     w_t = weight_hh.t()
+    if kind != "gru":  # gates = gi + gh: fold the recurrent bias in once, then one addmm per step
+        gi = gi + bias_hh
     for t, n in enumerate(batch_sizes):
         h_prev, act = hs[t, :n], acts[t, :n]
-        gh = torch.addmm(bias_hh, h_prev, w_t)
         g = gi[t, :n]
+        if kind != "gru":
+            pre = torch.addmm(g, h_prev, w_t)
+        else:
+            gh = torch.addmm(bias_hh, h_prev, w_t)
         if kind == "rnn":
-            torch.tanh(g + gh, out=act)
+            torch.tanh(pre, out=act)
             hs[t + 1, :n] = act
         elif kind == "gru":
             torch.sigmoid(g[:, : 2 * hidden] + gh[:, : 2 * hidden], out=act[:, : 2 * hidden])
@@ -42,7 +47,6 @@ def _forward(kind: str, gi: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torc
             hs[t + 1, :n] = torch.addcmul(cand, z, h_prev - cand)
             extra[t, :n] = gh[:, 2 * hidden :]
         else:
-            pre = g + gh
             torch.sigmoid(pre, out=act)  # gates i, f, g, o; the cell input g gets tanh instead
             torch.tanh(pre[:, 2 * hidden : 3 * hidden], out=act[:, 2 * hidden : 3 * hidden])
             i, f, cell_in, o = act.chunk(4, dim=1)
@@ -85,13 +89,47 @@ def _backward(kind: str, grad_h: torch.Tensor, hs: torch.Tensor, acts: torch.Ten
             i, f, cell_in, o = a.chunk(4, dim=1)
             tanh_c = extra[t + 1, :n, hidden:]
             dcn = torch.addcmul(dc[:n], d * o, 1 - tanh_c * tanh_c)
-            dgi[:, :hidden] = dcn * cell_in * i * (1 - i)
-            dgi[:, hidden : 2 * hidden] = dcn * extra[t, :n, :hidden] * f * (1 - f)
-            dgi[:, 2 * hidden : 3 * hidden] = dcn * i * (1 - cell_in * cell_in)
-            dgi[:, 3 * hidden :] = d * tanh_c * o * (1 - o)
+            # Upstream gradient of each gate's activation, written in place, then times each activation's slope.
+            torch.mul(dcn, cell_in, out=dgi[:, :hidden])
+            torch.mul(dcn, extra[t, :n, :hidden], out=dgi[:, hidden : 2 * hidden])
+            torch.mul(dcn, i, out=dgi[:, 2 * hidden : 3 * hidden])
+            torch.mul(d, tanh_c, out=dgi[:, 3 * hidden :])
+            slope = a * (1 - a)
+            torch.mul(cell_in, cell_in, out=slope[:, 2 * hidden : 3 * hidden]).neg_().add_(1)
+            dgi.mul_(slope)
             dc[:n] = dcn * f
             dh[:n] = dgi @ weight_hh
     return grad_gi, grad_gh
+
+
+@torch.no_grad()
+def final_state(kind: str, gi: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor,
+                batch_sizes: list[int]) -> torch.Tensor:
+    """Inference only: the same recurrence with nothing kept for a backward, updating the state in place.
+    Rows are sorted longest first, so rows past batch_sizes[t] have finished and already hold their final h."""
+    steps, batch, _ = gi.shape
+    hidden = weight_hh.shape[1]
+    h = gi.new_zeros(batch, hidden)
+    c = gi.new_zeros(batch, hidden) if kind == "lstm" else None
+    w_t = weight_hh.t()
+    if kind != "gru":
+        gi = gi + bias_hh
+    for t, n in enumerate(batch_sizes):
+        h_prev, g = h[:n], gi[t, :n]
+        if kind == "rnn":
+            h[:n] = torch.tanh(torch.addmm(g, h_prev, w_t))
+        elif kind == "gru":
+            gh = torch.addmm(bias_hh, h_prev, w_t)
+            rz = torch.sigmoid(g[:, : 2 * hidden] + gh[:, : 2 * hidden])
+            cand = torch.tanh(torch.addcmul(g[:, 2 * hidden :], rz[:, :hidden], gh[:, 2 * hidden :]))
+            h[:n] = torch.addcmul(cand, rz[:, hidden:], h_prev - cand)
+        else:
+            pre = torch.addmm(g, h_prev, w_t)
+            i, f, _, o = torch.sigmoid(pre).chunk(4, dim=1)
+            cell_in = torch.tanh(pre[:, 2 * hidden : 3 * hidden])
+            c[:n] = torch.addcmul(f * c[:n], i, cell_in)
+            h[:n] = o * torch.tanh(c[:n])
+    return h
 
 
 class CellLoop(torch.autograd.Function):

@@ -10,7 +10,7 @@ from nameorigin.data import DataError, read_corpus, split_by_name
 from nameorigin.predict import PredictError, Predictor
 
 
-def evaluate(predictor: Predictor, root: str | Path, batch_size: int = 2048) -> dict:
+def evaluate(predictor: Predictor, root: str | Path, batch_size: int = 512) -> dict:
     """Accuracy, macro-F1, per-class F1 and the confusion matrix on the checkpoint's test split."""
     settings = getattr(predictor, "data_settings", {}) or {}
     if not {"corpus_sha256", "split_seed", "split_fractions"} <= settings.keys():

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nameorigin.bptt import CellLoop
+from nameorigin.bptt import CellLoop, final_state
 
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
 IMPLS = ("autograd", "bptt")
@@ -132,8 +132,8 @@ class CharRNN(nn.Module):
 
     def encode(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False) -> torch.Tensor:
         """Final hidden state of each name, taken at its own last character. tokens: [B, T], lengths: [B]."""
-        if self.impl == "bptt":
-            return self._encode_bptt(tokens, lengths, capture)
+        if self.impl == "bptt" or not (capture or torch.is_grad_enabled()):  # no graph: the sorted loop is faster
+            return self._encode_sorted(tokens, lengths, capture)
         cell = self.cell
         x = self.embed(tokens)
         gi = F.linear(x, cell.weight_ih, cell.bias_ih)  # every timestep's input projection in one matmul
@@ -153,20 +153,31 @@ class CharRNN(nn.Module):
         self.capture = record
         return h
 
-    def _encode_bptt(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool) -> torch.Tensor:
-        """Same result as the autograd loop, through bptt.CellLoop on a batch sorted longest first."""
+    def _encode_sorted(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool) -> torch.Tensor:
+        """Same result as the autograd loop, on a batch sorted longest first so each step touches only the
+        names still running: bptt.CellLoop when training, bptt.final_state (nothing kept) without gradients."""
         lengths = lengths.to(tokens.device)
         order = torch.argsort(lengths, descending=True, stable=True)
         tokens, lengths = tokens[order], lengths[order]
+        steps = torch.arange(tokens.shape[1], device=tokens.device)
+        batch_sizes = (lengths[None, :] > steps[:, None]).sum(1).tolist()
+        cell = self.cell
+        if not (torch.is_grad_enabled() or capture or self.training):
+            # Inference: each character's input projection is a row of one [vocab, G*H] table.
+            table = F.linear(self.embed(torch.arange(self.vocab_size, device=tokens.device)), cell.weight_ih,
+                             cell.bias_ih)
+            final = final_state(cell.kind, F.embedding(tokens.t(), table), cell.weight_hh, cell.bias_hh, batch_sizes)
+            return final[torch.argsort(order)]
         x = self.embed(tokens)
-        gi = F.linear(x, self.cell.weight_ih, self.cell.bias_ih)
+        gi = F.linear(x, cell.weight_ih, cell.bias_ih)
         record = StepCapture(lengths.detach(), x.detach()) if capture else None
         if record is not None:
             gi.register_hook(lambda grad: setattr(record, "grad_gi", grad.detach()))
-        steps = torch.arange(tokens.shape[1], device=tokens.device)
-        batch_sizes = (lengths[None, :] > steps[:, None]).sum(1).tolist()
-        final = CellLoop.apply(gi.transpose(0, 1).contiguous(), self.cell.weight_hh, self.cell.bias_hh,
-                               self.cell.kind, lengths, batch_sizes, record)
+        gi = gi.transpose(0, 1).contiguous()
+        if torch.is_grad_enabled() or capture:
+            final = CellLoop.apply(gi, cell.weight_hh, cell.bias_hh, cell.kind, lengths, batch_sizes, record)
+        else:
+            final = final_state(cell.kind, gi, cell.weight_hh, cell.bias_hh, batch_sizes)
         self.capture = record
         return final[torch.argsort(order)]
 

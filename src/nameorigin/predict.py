@@ -5,6 +5,7 @@ Imports only torch and the model, so a one-name prediction starts fast; no Light
 
 from __future__ import annotations
 
+import itertools
 import json
 import pickle
 from collections.abc import Iterable, Sequence
@@ -24,7 +25,7 @@ class PredictError(ValueError):
     """A problem with the checkpoint or the request; scripts turn it into one line and exit code 2."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Prediction:
     name: str
     predictions: list[tuple[str, float]] = field(default_factory=list)  # (language, probability), best first
@@ -112,14 +113,14 @@ class Predictor:
         clean = normalize_name(name, self.normalize)[:MAX_NAME_LENGTH]
         if not clean:
             return [], "no usable character after normalization"
-        unk = self.char_to_index[UNK]
-        codes = [self.char_to_index.get(c, unk) for c in clean]
-        if all(code == unk for code in codes):
+        unk, lookup = self.char_to_index[UNK], self.char_to_index.get
+        codes = [lookup(c, unk) for c in clean]
+        if codes.count(unk) == len(codes):
             return [], "no character the model knows"
         return codes, None
 
     @torch.inference_mode()
-    def probabilities(self, encoded: Sequence[Sequence[int]], batch_size: int = 2048) -> torch.Tensor:
+    def probabilities(self, encoded: Sequence[Sequence[int]], batch_size: int = 512) -> torch.Tensor:
         """Softmax over languages for pre-encoded names, batched by similar length."""
         out = torch.empty(len(encoded), len(self.labels))
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
@@ -127,25 +128,29 @@ class Predictor:
             rows = order[start : start + batch_size]
             lengths = torch.tensor([len(encoded[i]) for i in rows])
             tokens = torch.zeros(len(rows), int(lengths.max()), dtype=torch.long)
-            for r, i in enumerate(rows):
-                tokens[r, : len(encoded[i])] = torch.tensor(encoded[i])
+            # Row-major mask order matches the concatenated names: one tensor copy per batch.
+            tokens[torch.arange(tokens.shape[1])[None, :] < lengths[:, None]] = torch.tensor(
+                list(itertools.chain.from_iterable(encoded[i] for i in rows)), dtype=torch.long)
             logits = self.net(tokens.to(self.device), lengths.to(self.device))
             out[rows] = logits.float().softmax(-1).cpu()
         return out
 
-    def predict(self, names: Iterable[str], top_k: int = 3, batch_size: int = 2048) -> list[Prediction]:
+    def predict(self, names: Iterable[str], top_k: int = 3, batch_size: int = 512) -> list[Prediction]:
         if top_k < 1:
             raise PredictError(f"--top-k {top_k} must be at least 1")
         names = list(names)
         encoded = [self.encode(name) for name in names]
-        good = [i for i, (codes, error) in enumerate(encoded) if error is None]
-        probs = self.probabilities([encoded[i][0] for i in good], batch_size)
-        results = [Prediction(name, error=error) for name, (_, error) in zip(names, encoded, strict=True)]
-        if good:
-            top = probs.topk(min(top_k, len(self.labels)), dim=-1)
-            for row, i in enumerate(good):
-                results[i].predictions = [(self.labels[j], p) for p, j in
-                                          zip(top.values[row].tolist(), top.indices[row].tolist(), strict=True)]
+        good = [codes for codes, error in encoded if error is None]
+        probs = self.probabilities(good, batch_size)
+        top = probs.topk(min(top_k, len(self.labels)), dim=-1) if good else None
+        rows = iter(zip(top.values.tolist(), top.indices.tolist(), strict=True)) if good else iter(())
+        labels, results = self.labels, []
+        for name, (_, error) in zip(names, encoded, strict=True):
+            if error is not None:
+                results.append(Prediction(name, [], error))
+                continue
+            values, indices = next(rows)
+            results.append(Prediction(name, [(labels[j], p) for p, j in zip(values, indices, strict=True)]))
         return results
 
 

@@ -17,6 +17,8 @@ def normalize_name(name: str, mode: str = "ascii") -> str:
     """Strip surrounding white space; with "ascii", drop accents (NFD minus combining marks) and non-ASCII."""
     if mode not in NORMALIZERS:
         raise DataError(f"data.normalize={mode!r} is not one of {', '.join(NORMALIZERS)}")
+    if name.isascii():  # the common case; NFC/NFD cannot change pure ASCII
+        return name.strip()
     name = unicodedata.normalize("NFC", name.strip().lstrip("\ufeff").strip())
     if mode == "ascii":
         name = "".join(c for c in unicodedata.normalize("NFD", name) if not unicodedata.combining(c))
