@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -93,3 +94,14 @@ def test_divergence_stops_with_a_clear_message_and_keeps_the_last_good_checkpoin
     last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     assert last["epoch"] == 0
     assert all(torch.isfinite(v).all() for v in last["state_dict"].values() if v.is_floating_point())
+
+
+def test_runs_started_together_get_their_own_folders(tmp_path):
+    corpus = write_corpus(tmp_path / "names")
+    args = [sys.executable, str(ROOT / "train.py"), f"data.root={corpus}", *TINY, "debug=fdr"]
+    runs = [subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    for run in runs:
+        assert run.wait(timeout=300) == 0, run.stderr.read()[-2000:]
+    folders = run_dirs(tmp_path)
+    assert len(folders) == 2 and all(re.fullmatch(r"\d\d-\d\d-\d\d\.\d{6}", f.name) for f in folders)
