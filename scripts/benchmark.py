@@ -4,7 +4,7 @@ Everything is measured in this one process on the same batches, alternating the 
 --repeats; the table prints ratios against fused torch.
 
   python scripts/benchmark.py                               # synthetic names shaped like the corpus
-  python scripts/benchmark.py --data ../shared/data/names   # real names, plus time-to-85% and a baseline
+  python scripts/benchmark.py --data ../shared/data/names   # real names, plus time-to-85% and the n-gram baseline
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per contender (default 5)")
     parser.add_argument("--every-n-steps", type=int, default=50, help="grad-accumulation logging interval")
     parser.add_argument("--cells", default="rnn,gru,lstm", help="comma-separated cells (default rnn,gru,lstm)")
-    parser.add_argument("--skip", default="", help="comma-separated parts to skip: train,tutorial,logging,predict")
+    parser.add_argument("--skip", default="",
+                        help="comma-separated parts to skip: train,tutorial,logging,predict,accuracy")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     return parser.parse_args(argv)
 
@@ -218,6 +219,51 @@ def bench_predict(args: argparse.Namespace, names: list[str], count: int = 100_0
     return {"names": count, "names_per_s": speed, "cold_start_s": statistics.median(colds)}
 
 
+def bench_accuracy(args: argparse.Namespace, target: float = 0.85) -> dict:
+    """Wall time for the default `python train.py` to reach `target` validation accuracy on --data, and the
+    char-n-gram logistic-regression baseline on the same split (needs the [bench] extra: scikit-learn)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.time()
+        subprocess.run([sys.executable, str(ROOT / "train.py"), f"data.root={args.data}", "test=false",
+                        "callbacks.progress_bar=null"], cwd=tmp, check=True, capture_output=True)
+        total = time.time() - start
+        (run,) = Path(tmp).glob("outputs/*/*")
+        curve = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0}).Reload().Scalars("val/acc")
+    reached = next((e.wall_time - start for e in curve if e.value >= target), None)
+    result = {"target": target, "seconds_to_target": reached, "best_val_acc": max(e.value for e in curve),
+              "train_seconds": total}
+    try:
+        result["baseline"] = ngram_baseline(args.data)
+    except ImportError:
+        result["baseline"] = None
+    return result
+
+
+def ngram_baseline(data: str, seed: int = 0) -> dict:
+    """TF-IDF of character 1-4-grams + logistic regression, C chosen on the validation split."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import accuracy_score, f1_score
+
+    from nameorigin.data import read_corpus, split_by_name
+
+    splits = split_by_name(read_corpus(data)[0], [0.8, 0.1, 0.1], seed)
+    text = {s: [n for n, _ in p] for s, p in splits.items()}
+    gold = {s: [lang for _, lang in p] for s, p in splits.items()}
+    start = time.time()
+    vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 4), sublinear_tf=True)
+    features = {"train": vectorizer.fit_transform(text["train"])}
+    features.update({s: vectorizer.transform(text[s]) for s in ("val", "test")})
+    fits = [LogisticRegression(C=c, max_iter=2000).fit(features["train"], gold["train"]) for c in (1, 3, 10, 30)]
+    best = max(fits, key=lambda m: accuracy_score(gold["val"], m.predict(features["val"])))
+    predicted = best.predict(features["test"])
+    return {"C": best.C, "val_acc": accuracy_score(gold["val"], best.predict(features["val"])),
+            "test_acc": accuracy_score(gold["test"], predicted),
+            "test_macro_f1": f1_score(gold["test"], predicted, average="macro"), "seconds": time.time() - start}
+
+
 def table(results: dict, args: argparse.Namespace) -> str:
     lines = [f"device {args.device}, {torch.get_num_threads()} threads, batch {args.batch_size}, "
              f"hidden {args.hidden_size}, embedding {args.embedding_dim}, median of {args.repeats}", ""]
@@ -244,6 +290,16 @@ def table(results: dict, args: argparse.Namespace) -> str:
         row = results["predict"]
         lines += ["", f"Predictor on {row['names']} names: {row['names_per_s']:.0f} names/s; "
                   f"cold start of scripts/predict.py for one name: {row['cold_start_s']:.2f} s"]
+    if "accuracy" in results:
+        row = results["accuracy"]
+        when = (f"reached after {row['seconds_to_target']:.0f} s" if row["seconds_to_target"] is not None
+                else "not reached")
+        lines += ["", f"default training to {row['target']:.0%} val accuracy: {when} (best {row['best_val_acc']:.4f}, "
+                  f"whole run {row['train_seconds']:.0f} s)"]
+        base = row["baseline"]
+        lines.append("  char-n-gram logistic regression: needs `pip install .[bench]`" if base is None else
+                     f"  char-n-gram logistic regression (C={base['C']:g}, {base['seconds']:.0f} s): val "
+                     f"{base['val_acc']:.4f}, test {base['test_acc']:.4f}, macro-F1 {base['test_macro_f1']:.4f}")
     return "\n".join(lines)
 
 
@@ -264,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         results["logging"] = bench_logging(args, names)
     if "predict" not in skip:
         results["predict"] = bench_predict(args, names)
+    if args.data and "accuracy" not in skip:
+        results["accuracy"] = bench_accuracy(args)
     print(json.dumps(results, indent=1) if args.json else table(results, args))
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -46,3 +47,14 @@ def test_compare_runs_lists_runs_best_first(trained, tmp_path):
     assert str(run) in result.stdout and "val_acc_best" in result.stdout
     missing = run_script([str(SCRIPTS / "compare_runs.py"), str(tmp_path / "nope")], cwd=tmp_path)
     assert missing.returncode == 2
+
+
+def test_benchmark_runs_and_reports_ratios(tmp_path):
+    result = run_script([str(SCRIPTS / "benchmark.py"), "--cells", "gru", "--batches", "3", "--repeats", "1",
+                         "--hidden-size", "16", "--batch-size", "8", "--skip", "predict,accuracy", "--json"],
+                        cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    assert report["train"]["gru"]["fused torch"]["vs_fused"] == 1.0
+    assert report["train"]["gru"]["loop (bptt)"]["names_per_s"] > 0
+    assert report["tutorial"]["names_per_s"] > 0 and set(report["logging"]) == {"autograd", "bptt"}
