@@ -10,7 +10,7 @@ NAMES_DATA_DIR ?=
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) --editable '.[dev]'
+	$(PIP_INSTALL) --editable '.[dev,sweep]'
 	touch $@
 
 install: $(BIN)/.installed
