@@ -14,6 +14,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback
+from pytorch_lightning.loggers import TensorBoardLogger
 
 from nameorigin.model import SHARED_WEIGHTS
 from nameorigin.plots import figure_to_writer, heatmap_figure, partial_sum_figure
@@ -135,8 +136,6 @@ class GradAccumulationLogger(Callback):
 
 def tensorboard_writer(trainer: pl.Trainer) -> Any | None:
     """The SummaryWriter of the first TensorBoard logger, or None when TensorBoard logging is off."""
-    from pytorch_lightning.loggers import TensorBoardLogger
-
     for logger in trainer.loggers:
         if isinstance(logger, TensorBoardLogger):
             return logger.experiment

@@ -7,6 +7,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback
+from pytorch_lightning.loggers import TensorBoardLogger
 
 from nameorigin.callbacks import tensorboard_writer
 from nameorigin.model import SHARED_WEIGHTS
@@ -74,7 +75,7 @@ class Dashboard(Callback):
                  "hp/test_macro_f1": float(metrics.get("test/macro_f1", float("nan"))),
                  "hp/val_acc_best": float("nan") if self.val_acc_best is None else self.val_acc_best}
         for logger in trainer.loggers:
-            if tensorboard_writer_of(logger) is writer:
+            if isinstance(logger, TensorBoardLogger):
                 logger.log_hyperparams(run_hparams(trainer, pl_module), final)
         self._projector(writer, pl_module, trainer.global_step)
         self._predictions_text(writer, trainer, pl_module)
@@ -106,12 +107,6 @@ class Dashboard(Callback):
                                                                        strict=True))
             rows.append(f"| {dataset.names[index]} | {labels[int(targets[i])]} | {guesses} |")
         writer.add_text("test/sample_predictions", "\n".join(rows), global_step=trainer.global_step)
-
-
-def tensorboard_writer_of(logger: Any) -> Any | None:
-    from pytorch_lightning.loggers import TensorBoardLogger
-
-    return logger.experiment if isinstance(logger, TensorBoardLogger) else None
 
 
 def run_hparams(trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:

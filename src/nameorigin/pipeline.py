@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
@@ -71,8 +72,6 @@ def train(cfg: DictConfig) -> dict[str, float]:
     datamodule.prepare_data()
     datamodule.setup("fit")
     if ckpt_path is not None:  # before the model is built from this corpus' vocabulary
-        import torch
-
         state = torch.load(ckpt_path, map_location="cpu", weights_only=True).get(type(datamodule).__name__, {})
         datamodule.load_state_dict(state)
     weights = cfg.model.get("class_weights")
