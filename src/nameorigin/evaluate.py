@@ -12,7 +12,7 @@ from nameorigin.predict import PredictError, Predictor
 
 def evaluate(predictor: Predictor, root: str | Path, batch_size: int = 512) -> dict:
     """Accuracy, macro-F1, per-class F1 and the confusion matrix on the checkpoint's test split."""
-    settings = getattr(predictor, "data_settings", {}) or {}
+    settings = predictor.data_settings
     if not {"corpus_sha256", "split_seed", "split_fractions"} <= settings.keys():
         raise PredictError("this checkpoint holds no split settings: evaluate needs one written by train.py")
     try:

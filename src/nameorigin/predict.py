@@ -64,8 +64,9 @@ class Predictor:
     """Batched top-k language prediction for names."""
 
     def __init__(self, net: CharRNN, vocab: Sequence[str], labels: Sequence[str], normalize: str = "ascii",
-                 device: str = "cpu"):
+                 device: str = "cpu", data_settings: dict | None = None):
         self.net, self.vocab, self.labels, self.normalize = net.eval(), list(vocab), list(labels), normalize
+        self.data_settings = data_settings or {}  # split settings + corpus hash, for evaluate()
         self.char_to_index = {c: i for i, c in enumerate(self.vocab)}
         self.device = torch.device(resolve_device(device))
         self.net.to(self.device)
@@ -82,9 +83,8 @@ class Predictor:
         except RuntimeError:
             raise PredictError(f"checkpoint {path} does not match its own model settings: it is damaged or "
                                "from another version; retrain or pick another .ckpt") from None
-        predictor = cls(net, hp["vocab"], hp["labels"], hp.get("normalize", "ascii"), device)
-        predictor.data_settings = checkpoint.get("NamesDataModule", {})
-        return predictor
+        return cls(net, hp["vocab"], hp["labels"], hp.get("normalize", "ascii"), device,
+                   checkpoint.get("NamesDataModule"))
 
     @classmethod
     def from_exported(cls, path: str | Path, device: str = "cpu") -> Predictor:
@@ -98,9 +98,7 @@ class Predictor:
         except (ValueError, RuntimeError) as error:
             raise PredictError(f"exported model {path} could not be read ({type(error).__name__}): "
                                "export it again") from None
-        predictor = cls(net, meta["vocab"], meta["labels"], meta.get("normalize", "ascii"), device)
-        predictor.data_settings = {}
-        return predictor
+        return cls(net, meta["vocab"], meta["labels"], meta.get("normalize", "ascii"), device)
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu") -> Predictor:
