@@ -97,11 +97,12 @@ def unrolled_contributions(model: CharRNN, tokens, lengths, weights):
     return {n: c.grad for n, c in copies.items()}
 
 
+@pytest.mark.parametrize("embedding_dim", [0, 8])
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("cell", list(GATES))
-def test_per_step_contributions_match_unrolled_copies_and_sum_to_grad(cell, impl):
+def test_per_step_contributions_match_unrolled_copies_and_sum_to_grad(cell, impl, embedding_dim):
     torch.manual_seed(1)
-    model = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl)
+    model = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=embedding_dim, impl=impl)
     tokens, lengths = batch()
     weights = torch.randn(len(lengths), 5)
     (model(tokens, lengths, capture=True) * weights).sum().backward()

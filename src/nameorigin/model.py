@@ -130,13 +130,22 @@ class CharRNN(nn.Module):
             return self.input_dropout(self.embedding(tokens))
         return self.input_dropout(F.one_hot(tokens, self.vocab_size).to(self.head.weight.dtype))
 
+    def input_projection(self, tokens: torch.Tensor, keep_inputs: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x_t W_ih^T + b_ih for every timestep at once, and x itself when `keep_inputs` (for capture).
+        One-hot input times W_ih^T is a column lookup, so that case gathers instead of building one-hot tensors."""
+        cell = self.cell
+        if self.embedding is None and not (self.training and self.input_dropout.p > 0):
+            gi = F.embedding(tokens, cell.weight_ih.t()) + cell.bias_ih
+            return gi, (self.embed(tokens) if keep_inputs else None)
+        x = self.embed(tokens)
+        return F.linear(x, cell.weight_ih, cell.bias_ih), x
+
     def encode(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False) -> torch.Tensor:
         """Final hidden state of each name, taken at its own last character. tokens: [B, T], lengths: [B]."""
         if self.impl == "bptt" or not (capture or torch.is_grad_enabled()):  # no graph: the sorted loop is faster
             return self._encode_sorted(tokens, lengths, capture)
         cell = self.cell
-        x = self.embed(tokens)
-        gi = F.linear(x, cell.weight_ih, cell.bias_ih)  # every timestep's input projection in one matmul
+        gi, x = self.input_projection(tokens, capture)  # every timestep's input projection in one go
         h = c = gi.new_zeros(tokens.shape[0], cell.hidden_size)
         active = torch.arange(tokens.shape[1], device=tokens.device)[None, :] < lengths.to(tokens.device)[:, None]
         record = StepCapture(lengths.detach(), x.detach()) if capture else None
@@ -168,8 +177,7 @@ class CharRNN(nn.Module):
                              cell.bias_ih)
             final = final_state(cell.kind, F.embedding(tokens.t(), table), cell.weight_hh, cell.bias_hh, batch_sizes)
             return final[torch.argsort(order)]
-        x = self.embed(tokens)
-        gi = F.linear(x, cell.weight_ih, cell.bias_ih)
+        gi, x = self.input_projection(tokens, capture)
         record = StepCapture(lengths.detach(), x.detach()) if capture else None
         if record is not None:
             gi.register_hook(lambda grad: setattr(record, "grad_gi", grad.detach()))
