@@ -130,15 +130,18 @@ class CharRNN(nn.Module):
             return self.input_dropout(self.embedding(tokens))
         return self.input_dropout(F.one_hot(tokens, self.vocab_size).to(self.head.weight.dtype))
 
-    def input_projection(self, tokens: torch.Tensor, keep_inputs: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """x_t W_ih^T + b_ih for every timestep at once, and x itself when `keep_inputs` (for capture).
-        One-hot input times W_ih^T is a column lookup, so that case gathers instead of building one-hot tensors."""
+    def input_projection(self, tokens: torch.Tensor, keep_inputs: bool,
+                         fold_recurrent_bias: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x_t W_ih^T + b_ih for every timestep at once (plus b_hh when folding it, see bptt.py), and x itself
+        when `keep_inputs` (for capture). One-hot input times W_ih^T is a column lookup, so that case gathers
+        instead of building one-hot tensors."""
         cell = self.cell
+        bias = cell.bias_ih + cell.bias_hh if fold_recurrent_bias else cell.bias_ih
         if self.embedding is None and not (self.training and self.input_dropout.p > 0):
-            gi = F.embedding(tokens, cell.weight_ih.t()) + cell.bias_ih
+            gi = F.embedding(tokens, cell.weight_ih.t()) + bias
             return gi, (self.embed(tokens) if keep_inputs else None)
         x = self.embed(tokens)
-        return F.linear(x, cell.weight_ih, cell.bias_ih), x
+        return F.linear(x, cell.weight_ih, bias), x
 
     def encode(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False) -> torch.Tensor:
         """Final hidden state of each name, taken at its own last character. tokens: [B, T], lengths: [B]."""
@@ -171,21 +174,23 @@ class CharRNN(nn.Module):
         steps = torch.arange(tokens.shape[1], device=tokens.device)
         batch_sizes = (lengths[None, :] > steps[:, None]).sum(1).tolist()
         cell = self.cell
+        fold = cell.kind != "gru"  # rnn/lstm gates see gi + gh: bias_hh joins the input projection
+        bias_hh = None if fold else cell.bias_hh
         if not (torch.is_grad_enabled() or capture or self.training):
             # Inference: each character's input projection is a row of one [vocab, G*H] table.
-            table = F.linear(self.embed(torch.arange(self.vocab_size, device=tokens.device)), cell.weight_ih,
-                             cell.bias_ih)
-            final = final_state(cell.kind, F.embedding(tokens.t(), table), cell.weight_hh, cell.bias_hh, batch_sizes)
+            vocab = torch.arange(self.vocab_size, device=tokens.device)
+            table = F.linear(self.embed(vocab), cell.weight_ih, cell.bias_ih + cell.bias_hh if fold else cell.bias_ih)
+            final = final_state(cell.kind, F.embedding(tokens.t(), table), cell.weight_hh, bias_hh, batch_sizes)
             return final[torch.argsort(order)]
-        gi, x = self.input_projection(tokens, capture)
-        record = StepCapture(lengths.detach(), x.detach()) if capture else None
+        # Time-major from the start ([T, B, ...]), so the loop's per-step slices need no transposed copy.
+        gi, x = self.input_projection(tokens.t(), capture, fold_recurrent_bias=fold)
+        record = StepCapture(lengths.detach(), x.detach().transpose(0, 1)) if capture else None
         if record is not None:
-            gi.register_hook(lambda grad: setattr(record, "grad_gi", grad.detach()))
-        gi = gi.transpose(0, 1).contiguous()
+            gi.register_hook(lambda grad: setattr(record, "grad_gi", grad.detach().transpose(0, 1)))
         if torch.is_grad_enabled() or capture:
-            final = CellLoop.apply(gi, cell.weight_hh, cell.bias_hh, cell.kind, lengths, batch_sizes, record)
+            final = CellLoop.apply(gi, cell.weight_hh, bias_hh, cell.kind, lengths, batch_sizes, record)
         else:
-            final = final_state(cell.kind, gi, cell.weight_hh, cell.bias_hh, batch_sizes)
+            final = final_state(cell.kind, gi, cell.weight_hh, bias_hh, batch_sizes)
         self.capture = record
         return final[torch.argsort(order)]
 
