@@ -57,6 +57,20 @@ def test_gradcheck_float64(cell, embedding_dim, impl):
     assert torch.autograd.gradcheck(logits, tuple(p.detach().requires_grad_() for p in params))
 
 
+@pytest.mark.parametrize("cell", list(GATES))
+@pytest.mark.parametrize("embedding_dim", [0, 8])
+def test_inference_path_equals_the_training_path(cell, embedding_dim):
+    """bptt.final_state (table gathers, tanh as 2 sigmoid(2x) - 1, folded biases) against the autograd loop."""
+    torch.manual_seed(3)
+    model = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=embedding_dim).eval()
+    tokens, lengths = batch(lengths=(2, 7, 4, 7, 1, 5, 3, 7))
+    reference = model(tokens, lengths)
+    assert reference.requires_grad  # the autograd loop ran
+    with torch.inference_mode():
+        fast = model(tokens, lengths)
+    torch.testing.assert_close(fast, reference.detach(), atol=2e-6, rtol=0)
+
+
 def test_unknown_cell_lists_the_valid_names():
     with pytest.raises(ValueError, match="unknown cell 'transformer': choose one of rnn, gru, lstm"):
         CharRNN(10, 2, cell="transformer")

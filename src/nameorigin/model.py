@@ -168,7 +168,7 @@ class CharRNN(nn.Module):
 
     def _encode_sorted(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool) -> torch.Tensor:
         """Same result as the autograd loop, on a batch sorted longest first so each step touches only the
-        names still running: bptt.CellLoop when training, bptt.final_state (nothing kept) without gradients."""
+        names still running: bptt.CellLoop when training, bptt.final_state (nothing kept) for inference."""
         lengths = lengths.to(tokens.device)
         order = torch.argsort(lengths, descending=True, stable=True)
         tokens, lengths = tokens[order], lengths[order]
@@ -177,15 +177,17 @@ class CharRNN(nn.Module):
         cell = self.cell
         fold = cell.kind != "gru"  # rnn/lstm gates see gi + gh: bias_hh joins the input projection
         bias_hh = None if fold else cell.bias_hh
+        if not (torch.is_grad_enabled() or capture or (self.training and self.input_dropout.p > 0)):
+            vocab = torch.arange(self.vocab_size, device=tokens.device)
+            table = F.linear(self.embed(vocab), cell.weight_ih, cell.bias_ih)
+            final = final_state(cell.kind, table, tokens.t(), cell.weight_hh, cell.bias_hh, batch_sizes)
+            return final[torch.argsort(order)]
         # Time-major from the start ([T, B, ...]), so the loop's per-step slices need no transposed copy.
         gi, x = self.input_projection(tokens.t(), capture, fold_recurrent_bias=fold)
         record = StepCapture(lengths.detach(), x.detach().transpose(0, 1)) if capture else None
         if record is not None:
             gi.register_hook(lambda grad: setattr(record, "grad_gi", grad.detach().transpose(0, 1)))
-        if torch.is_grad_enabled() or capture:
-            final = CellLoop.apply(gi, cell.weight_hh, bias_hh, cell.kind, lengths, batch_sizes, record)
-        else:
-            final = final_state(cell.kind, gi, cell.weight_hh, bias_hh, batch_sizes)
+        final = CellLoop.apply(gi, cell.weight_hh, bias_hh, cell.kind, lengths, batch_sizes, record)
         self.capture = record
         return final[torch.argsort(order)]
 
