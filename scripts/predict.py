@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Iterable
 
-from nameorigin.predict import PredictError, Prediction, Predictor, newest_checkpoint
+from nameorigin.predict import BATCH_SIZE, PredictError, Prediction, Predictor, newest_checkpoint
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -25,7 +25,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--top-k", type=int, default=3, help="how many languages to show per name (default 3)")
     parser.add_argument("--format", choices=("text", "json", "csv"), default="text", help="output format")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
-    parser.add_argument("--batch-size", type=int, default=512, help="names per forward pass (default 512)")
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE,
+                        help=f"names per forward pass (default {BATCH_SIZE})")
     parser.add_argument("--outputs", default="outputs", help="where 'latest' looks for runs (default outputs)")
     parser.add_argument("--evaluate", metavar="DIR",
                         help="score the checkpoint on its own held-out test split rebuilt from DIR")

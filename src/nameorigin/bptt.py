@@ -19,12 +19,6 @@ from typing import Any
 import torch
 
 
-def _tanh_gate_(act: torch.Tensor) -> None:
-    """Turn sigmoid(2x), already in `act`, into tanh(x) = 2 sigmoid(2x) - 1. torch's CPU tanh costs ~4x its
-    sigmoid per element, so the LSTM's cell-input gate rides along in the one sigmoid over all four gates."""
-    act.mul_(2).sub_(1)
-
-
 def _forward(kind: str, gi: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor | None,
              batch_sizes: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """hs[t] = h_{t-1} of the rows active at step t; acts = gate activations (rnn: a view of hs[1:]);
@@ -36,9 +30,9 @@ def _forward(kind: str, gi: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torc
     # and h_t of rows already finished, which the recurrent weight gradient multiplies by a zero gradient.
     hs = gi.new_empty(steps + 1, batch, hidden)
     hs[0] = 0
-    # LSTM: the pre-activations start as gi, and each step adds its recurrent product in place.
-    acts = {"rnn": hs[1:], "gru": gi.new_empty(steps, batch, gates), "lstm": gi.new_empty(steps, batch, gates)}[kind]
-    extra = {"rnn": None, "gru": gi.new_empty(steps, batch, hidden), "lstm": gi.new_empty(steps, batch, 2 * hidden)}[kind]
+    acts = hs[1:] if kind == "rnn" else gi.new_empty(steps, batch, gates)
+    extra = {"rnn": None, "gru": gi.new_empty(steps, batch, hidden),
+             "lstm": gi.new_empty(steps, batch, 2 * hidden)}[kind]
     w_t = weight_hh.t()
     for t, n in enumerate(batch_sizes):
         if n < batch:
@@ -54,16 +48,16 @@ def _forward(kind: str, gi: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torc
             cand = act[:, 2 * hidden :]
             torch.addcmul(cand, z, h_prev - cand, out=hs[t + 1, :n])
             extra[t, :n] = gh[:, 2 * hidden :]
-        else:  # gates i, f, g, o; the cell input g is tanh, computed by _tanh_gate_ from a doubled pre-activation
+        else:
             if t:
                 torch.addmm(g, h_prev, w_t, out=act)
             else:
                 act.copy_(g)
+            # Gates i, f, g, o in one sigmoid: the cell input g = tanh(x) = 2 sigmoid(2x) - 1, because torch's
+            # CPU tanh costs ~4x its sigmoid per element.
             act[:, 2 * hidden : 3 * hidden].mul_(2)
-            act.sigmoid_()
-            _tanh_gate_(act[:, 2 * hidden : 3 * hidden])
-            i, f, cell_in, o = act[:, :hidden], act[:, hidden : 2 * hidden], act[:, 2 * hidden : 3 * hidden], \
-                act[:, 3 * hidden :]
+            i, f, cell_in, o = act.sigmoid_().chunk(4, dim=1)
+            cell_in.mul_(2).sub_(1)
             c_new, tanh_c = extra[t, :n, :hidden], extra[t, :n, hidden:]
             if t:
                 torch.mul(f, extra[t - 1, :n, :hidden], out=c_new).addcmul_(i, cell_in)
@@ -110,7 +104,7 @@ def _backward(kind: str, grad_h: torch.Tensor, hs: torch.Tensor, acts: torch.Ten
             if t:
                 torch.addmm(d * z, dgh, weight_hh, out=d)
         else:
-            i, f, cell_in, o = a[:, :hidden], a[:, hidden : 2 * hidden], a[:, 2 * hidden : 3 * hidden], a[:, 3 * hidden :]
+            i, f, cell_in, o = a.chunk(4, dim=1)
             tanh_c = extra[t, :n, hidden:]
             dcn = torch.addcmul(one, tanh_c, tanh_c, value=-1).mul_(o)
             dcn = torch.addcmul(dc[:n], d, dcn)

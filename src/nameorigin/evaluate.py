@@ -7,10 +7,10 @@ from pathlib import Path
 import torch
 
 from nameorigin.data import DataError, read_corpus, split_by_name
-from nameorigin.predict import PredictError, Predictor
+from nameorigin.predict import BATCH_SIZE, PredictError, Predictor
 
 
-def evaluate(predictor: Predictor, root: str | Path, batch_size: int = 512) -> dict:
+def evaluate(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZE) -> dict:
     """Accuracy, macro-F1, per-class F1 and the confusion matrix on the checkpoint's test split."""
     settings = predictor.data_settings
     if not {"corpus_sha256", "split_seed", "split_fractions"} <= settings.keys():

@@ -19,6 +19,7 @@ from nameorigin.textnorm import UNK, normalize_name
 
 MAX_NAME_LENGTH = 64  # longer input is cut: the corpus' longest name has 20 characters
 MODEL_ARGS = ("cell", "hidden_size", "embedding_dim")
+BATCH_SIZE = 1024  # names per forward pass: the fastest of 512/1024/2048 here (GRU 256, 2 CPU threads)
 
 
 class PredictError(ValueError):
@@ -118,7 +119,7 @@ class Predictor:
         return codes, None
 
     @torch.inference_mode()
-    def probabilities(self, encoded: Sequence[Sequence[int]], batch_size: int = 512) -> torch.Tensor:
+    def probabilities(self, encoded: Sequence[Sequence[int]], batch_size: int = BATCH_SIZE) -> torch.Tensor:
         """Softmax over languages for pre-encoded names, batched by similar length."""
         out = torch.empty(len(encoded), len(self.labels))
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
@@ -133,7 +134,7 @@ class Predictor:
             out[rows] = logits.float().softmax(-1).cpu()
         return out
 
-    def predict(self, names: Iterable[str], top_k: int = 3, batch_size: int = 512) -> list[Prediction]:
+    def predict(self, names: Iterable[str], top_k: int = 3, batch_size: int = BATCH_SIZE) -> list[Prediction]:
         if top_k < 1:
             raise PredictError(f"--top-k {top_k} must be at least 1")
         names = list(names)
