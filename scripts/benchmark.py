@@ -244,52 +244,32 @@ def bench_accuracy(args: argparse.Namespace, target: float = 0.85) -> dict:
     result = {"target": target, "seconds_to_target": reached, "best_val_acc": max(e.value for e in curve),
               "train_seconds": total}
     try:
+        from nameorigin.baseline import ngram_baseline
+
         result["baseline"] = ngram_baseline(args.data)
     except ImportError:
         result["baseline"] = None
     return result
 
 
-def ngram_baseline(data: str, seed: int = 0) -> dict:
-    """TF-IDF of character 1-4-grams + logistic regression, C chosen on the validation split."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import accuracy_score, f1_score
-
-    from nameorigin.data import read_corpus, split_by_name
-
-    splits = split_by_name(read_corpus(data)[0], [0.8, 0.1, 0.1], seed)
-    text = {s: [n for n, _ in p] for s, p in splits.items()}
-    gold = {s: [lang for _, lang in p] for s, p in splits.items()}
-    start = time.time()
-    vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 4), sublinear_tf=True)
-    features = {"train": vectorizer.fit_transform(text["train"])}
-    features.update({s: vectorizer.transform(text[s]) for s in ("val", "test")})
-    fits = [LogisticRegression(C=c, max_iter=2000).fit(features["train"], gold["train"]) for c in (1, 3, 10, 30)]
-    best = max(fits, key=lambda m: accuracy_score(gold["val"], m.predict(features["val"])))
-    predicted = best.predict(features["test"])
-    return {"C": best.C, "val_acc": accuracy_score(gold["val"], best.predict(features["val"])),
-            "test_acc": accuracy_score(gold["test"], predicted),
-            "test_macro_f1": f1_score(gold["test"], predicted, average="macro"), "seconds": time.time() - start}
-
-
 def table(results: dict, args: argparse.Namespace) -> str:
     lines = [f"device {args.device}, {torch.get_num_threads()} threads, batch {args.batch_size}, "
              f"hidden {args.hidden_size}, embedding {args.embedding_dim}, median of {args.repeats}", ""]
-    fused_gru = None
+    default_model = None
     if "train" in results:
         lines.append(f"{'training throughput':<28}{'names/s':>10}{'vs fused':>10}")
         for cell, rows in results["train"].items():
             for name, row in rows.items():
                 lines.append(f"  {cell} {name:<22}{row['names_per_s']:>10.0f}{row['vs_fused']:>9.2f}x")
-        fused_gru = results["train"].get("gru", {}).get("loop (bptt)", {}).get("names_per_s")
+        default_model = results["train"].get("gru", {}).get("loop (bptt)", {}).get("names_per_s")
     if "tutorial" in results:
         speed, same = results["tutorial"]["names_per_s"], results["tutorial"]["same_model_batched_names_per_s"]
         lines += ["", f"the tutorial's loop, one name per step: {speed:.0f} names/s",
                   f"  same model (Elman, one-hot, hidden 128) batched through the cell loop: {same:.0f} names/s, "
                   f"{same / speed:.0f}x"]
-        if fused_gru:
-            lines.append(f"  the default model (GRU 256, bptt): {fused_gru:.0f} names/s, {fused_gru / speed:.0f}x")
+        if default_model:
+            lines.append(f"  the default model (GRU 256, bptt): {default_model:.0f} names/s, "
+                         f"{default_model / speed:.0f}x")
     if "logging" in results:
         lines += ["", f"grad-accumulation logging every {args.every_n_steps} steps (gru):"]
         for impl, row in results["logging"].items():
