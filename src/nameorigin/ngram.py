@@ -1,0 +1,55 @@
+"""A hashed character n-gram head: a linear model over a name's 1..n-grams whose scores are added to the
+recurrent head's logits.
+
+The n-grams are hashed from token indices inside the model, with tensor ops only (slices, arithmetic, a lookup),
+so the same code runs in training, in the Predictor and in exported programs, and the checkpoint needs no
+n-gram vocabulary: the hash is a pure function of the characters, the name's start and end, and the bucket count.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+PRIME = 2_147_483_647  # 2^31 - 1: every intermediate stays far below 2^63, so int64 arithmetic never wraps
+
+
+def ngram_ids(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, max_n: int,
+              buckets: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bucket ids [B, K] of every 1..max_n-gram of each name with start/end markers, and which are real [B, K].
+    tokens: [B, T] right-padded indices (< vocab_size); lengths: [B]."""
+    batch, steps = tokens.shape
+    start, end, base = vocab_size, vocab_size + 1, vocab_size + 2
+    lengths = lengths.to(tokens.device)
+    # [start, name..., pad...] with `end` written after each name, and max_n pads so that every n has the same
+    # steps + 2 windows (those running past a name's end are masked): no branch depends on the length, which
+    # keeps the graph exportable with a dynamic number of steps.
+    framed = torch.cat([tokens.new_full((batch, 1), start), tokens, tokens.new_zeros(batch, max_n)], dim=1)
+    position = torch.arange(framed.shape[1], device=tokens.device)
+    framed = torch.where(position[None, :] == (lengths + 1)[:, None], torch.full_like(framed, end), framed)
+    windows = steps + 2
+    ids, real = [], []
+    for n in range(1, max_n + 1):
+        code = torch.full((batch, windows), n, dtype=torch.long, device=tokens.device)
+        for offset in range(n):
+            code = (code * base + framed[:, offset : offset + windows]) % PRIME
+        ids.append(code % buckets)
+        real.append(position[None, :windows] + n <= (lengths + 2)[:, None])  # the window ends at or before `end`
+    return torch.cat(ids, dim=1), torch.cat(real, dim=1)
+
+
+class NgramHead(nn.Module):
+    """Sum of one learned score vector per hashed n-gram: a linear n-gram classifier trained with the RNN."""
+
+    def __init__(self, vocab_size: int, num_classes: int, buckets: int, max_n: int):
+        super().__init__()
+        if buckets < 1 or max_n < 1:
+            raise ValueError(f"ngram_buckets={buckets} and ngram_max={max_n} must be positive (ngram_buckets=0 "
+                             "turns the n-gram head off)")
+        self.vocab_size, self.buckets, self.max_n = vocab_size, buckets, max_n
+        self.weight = nn.Parameter(torch.zeros(buckets, num_classes))  # starts silent: the RNN leads at first
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        ids, real = ngram_ids(tokens, lengths, self.vocab_size, self.max_n, self.buckets)
+        return (F.embedding(ids, self.weight) * real.unsqueeze(-1).to(self.weight.dtype)).sum(1)
