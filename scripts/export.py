@@ -1,7 +1,8 @@
-"""Export a checkpoint to TorchScript for serving without Lightning (or this package).
+"""Export a checkpoint for serving without Lightning: a torch.export program (.pt2) and ONNX (.onnx).
 
-  python scripts/export.py best.ckpt --out model.pt      # writes model.pt and model.json (vocab, labels)
-  python scripts/predict.py model.pt Nakamura             # the predict script accepts the export too
+  python scripts/export.py best.ckpt --out model            # writes model.pt2, model.onnx and model.json
+  python scripts/export.py best.ckpt --out model --formats pt2
+  python scripts/predict.py model.onnx Nakamura              # the predict script serves either file
 """
 
 from __future__ import annotations
@@ -9,23 +10,32 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nameorigin.export import export_torchscript, sidecar_path
+from nameorigin.export import FORMATS, export_model
 from nameorigin.predict import PredictError, Predictor
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint", help="a .ckpt written by train.py")
-    parser.add_argument("--out", default="model.pt", help="where to write the TorchScript model (default model.pt)")
+    parser.add_argument("--out", default="model", help="path stem of the files to write (default: model)")
+    parser.add_argument("--formats", default=",".join(FORMATS),
+                        help=f"comma-separated, from {', '.join(FORMATS)} (default: both; onnx needs the [export] "
+                        "extra)")
     args = parser.parse_args(argv)
-    if not args.out.endswith(".pt"):
-        parser.error(f"--out {args.out}: name it *.pt (the sidecar goes to *.json beside it)")
+    formats = tuple(f for f in args.formats.split(",") if f)
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        parser.error(f"--formats {args.formats}: choose from {', '.join(FORMATS)}")
     try:
-        out = export_torchscript(Predictor.from_checkpoint(args.checkpoint), args.out)
+        written = export_model(Predictor.from_checkpoint(args.checkpoint), args.out, formats)
     except PredictError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {out} and {sidecar_path(out)}")
+    except ImportError as error:
+        print(f"error: the onnx format needs {error.name}: pip install -e '.[export]' or pass --formats pt2",
+              file=sys.stderr)
+        return 2
+    print("wrote " + ", ".join(map(str, written)))
     return 0
 
 

@@ -2,7 +2,10 @@
 
   python scripts/predict.py outputs/.../checkpoints/best.ckpt Nakamura Dovesky "O'Neill"
   python scripts/predict.py latest --top-k 5 --format json < names.txt
+  python scripts/predict.py best.ckpt Nakamura --coverage 0.9      # the set of languages holding the true one 90 %
+  python scripts/predict.py best.ckpt --file people.csv --column surname --out people_with_origin.csv
   python scripts/predict.py best.ckpt --evaluate data/names
+  python scripts/predict.py best.ckpt --card                      # the model card stored in the checkpoint
 """
 
 from __future__ import annotations
@@ -12,25 +15,46 @@ import csv
 import json
 import sys
 from collections.abc import Iterable
+from pathlib import Path
+from typing import TextIO
 
-from nameorigin.predict import BATCH_SIZE, PredictError, Prediction, Predictor, newest_checkpoint
+from nameorigin.atomic import write_atomically
+from nameorigin.predict import BATCH_SIZE, PredictError, Prediction, Predictor, load_checkpoint, newest_checkpoint
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoint", help="a .ckpt written by train.py, a .pt from scripts/export.py, or "
+    parser.add_argument("checkpoint", help="a .ckpt written by train.py, a .pt2/.onnx from scripts/export.py, or "
                         "'latest' for the newest best.ckpt")
     parser.add_argument("names", nargs="*", help="names to classify; if none and no --file, read standard input")
-    parser.add_argument("--file", help="a UTF-8 file with one name per line (blank lines skipped)")
-    parser.add_argument("--top-k", type=int, default=3, help="how many languages to show per name (default 3)")
-    parser.add_argument("--format", choices=("text", "json", "csv"), default="text", help="output format")
+    parser.add_argument("--file", help="one name per line (UTF-8, blank lines skipped), or with --column a CSV/TSV "
+                        "table with a header row")
+    parser.add_argument("--column", help="with --file: the table column holding the names; every row is written "
+                        "back in order with prediction columns appended")
+    parser.add_argument("--delimiter", help="table delimiter (default: tab for .tsv/.tab files, else comma; "
+                        "'tab' for a tab)")
+    parser.add_argument("--out", help="write the table (with --column) to this file instead of standard output; "
+                        "it appears only when complete")
+    parser.add_argument("--top-k", type=int, default=None, help="how many languages to show per name "
+                        "(default 3; 1 for tables)")
+    parser.add_argument("--coverage", type=float, help="also give each name's prediction set at this coverage: one of "
+                        "the levels stored in the checkpoint (0.8, 0.9, 0.95 by default)")
+    parser.add_argument("--uncalibrated", action="store_true",
+                        help="probabilities before temperature scaling (calibrated is the default)")
+    parser.add_argument("--format", choices=("text", "json", "csv"), default="text", help="output format for names")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
     parser.add_argument("--batch-size", type=int, default=BATCH_SIZE,
                         help=f"names per forward pass (default {BATCH_SIZE})")
     parser.add_argument("--outputs", default="outputs", help="where 'latest' looks for runs (default outputs)")
     parser.add_argument("--evaluate", metavar="DIR",
                         help="score the checkpoint on its own held-out test split rebuilt from DIR")
-    return parser.parse_intermixed_args(argv)
+    parser.add_argument("--card", action="store_true", help="print the model card stored in the checkpoint")
+    args = parser.parse_intermixed_args(argv)
+    if args.column and not args.file:
+        parser.error("--column needs --file: the table to read")
+    if args.out and not args.column:
+        parser.error("--out writes tables: use it with --file and --column")
+    return args
 
 
 def read_names(args: argparse.Namespace) -> list[str]:
@@ -55,13 +79,17 @@ def write(predictions: Iterable[Prediction], fmt: str) -> None:
         json.dump([p.as_dict() for p in predictions], out, ensure_ascii=False, indent=1)
         out.write("\n")
     elif fmt == "csv":
+        predictions = list(predictions)
+        with_sets = any(p.prediction_set is not None for p in predictions)
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["name", "language", "probability", "rank"])
+        writer.writerow(["name", "language", "probability", "rank"] + (["in_prediction_set"] if with_sets else []))
         for p in predictions:
+            members = set(p.prediction_set or [])
             for rank, (language, probability) in enumerate(p.predictions, start=1):
-                writer.writerow([p.name, language, f"{probability:.6f}", rank])
+                flag = [str(language in members).lower()] if with_sets else []
+                writer.writerow([p.name, language, f"{probability:.6f}", rank, *flag])
             if p.error:
-                writer.writerow([p.name, "", "", ""])
+                writer.writerow([p.name, "", "", ""] + ([""] if with_sets else []))
     else:
         for p in predictions:
             shown = p.name.encode("unicode_escape").decode("ascii") if not p.name.isprintable() else p.name
@@ -71,19 +99,50 @@ def write(predictions: Iterable[Prediction], fmt: str) -> None:
             out.write(f"{shown}\n")
             for language, probability in p.predictions:
                 out.write(f"  {language:<12} {probability:6.1%}\n")
+            if p.prediction_set is not None:
+                out.write(f"  set: {', '.join(p.prediction_set)}\n")
+
+
+def print_card(path: str) -> None:
+    card = load_checkpoint(path).get("model_card")
+    if not card:
+        raise PredictError(f"checkpoint {path} holds no model card: it was saved before testing finished; "
+                           "use the run's best.ckpt")
+    sys.stdout.write(card)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         path = newest_checkpoint(args.outputs) if args.checkpoint == "latest" else args.checkpoint
-        predictor = Predictor.load(path, device=args.device)
+        if args.card:
+            print_card(path)
+            return 0
+        predictor = Predictor.load(path, device=args.device, calibrated=not args.uncalibrated)
         if args.evaluate:
             from nameorigin.evaluate import evaluate, format_report
 
             print(format_report(evaluate(predictor, args.evaluate, args.batch_size)))
             return 0
-        write(predictor.predict(read_names(args), top_k=args.top_k, batch_size=args.batch_size), args.format)
+        if args.column:
+            from nameorigin.table import predict_table
+
+            def table(out: TextIO) -> int:
+                return predict_table(predictor, args.file, args.column, out, args.delimiter, args.top_k or 1,
+                                     args.coverage, args.batch_size)
+
+            def table_file(tmp: Path) -> None:
+                with open(tmp, "w", encoding="utf-8", newline="") as out:
+                    table(out)
+
+            if args.out:
+                write_atomically(args.out, table_file)
+            else:
+                table(sys.stdout)
+            return 0
+        names = read_names(args)
+        write(predictor.predict(names, top_k=args.top_k or 3, batch_size=args.batch_size, coverage=args.coverage),
+              args.format)
     except PredictError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -154,3 +156,48 @@ def test_bptt_equals_the_autograd_reference(cell):
     torch.testing.assert_close(fast(tokens, lengths), reference(tokens, lengths), atol=1e-6, rtol=0)
     for (name, a), b in zip(reference.named_parameters(), fast.parameters(), strict=True):
         torch.testing.assert_close(b.grad, a.grad, atol=1e-6, rtol=0, msg=name)
+
+
+def test_ngram_ids_count_every_window_and_ignore_padding():
+    from nameorigin.ngram import ngram_ids
+
+    tokens, lengths = batch(vocab=12, lengths=(7, 3, 1))
+    ids, real = ngram_ids(tokens, lengths, 12, 4, 1000)
+    # A name of L characters with start and end markers has L+2 unigrams, L+1 bigrams, L trigrams, L-1 4-grams.
+    assert real.sum(1).tolist() == [4 * n + 2 for n in (7, 3, 1)]
+    assert int(ids.min()) >= 0 and int(ids.max()) < 1000
+    # The same name padded to another width hashes to the same n-grams.
+    wider = torch.cat([tokens[1:2, :3], torch.zeros(1, 9, dtype=torch.long)], dim=1)
+    again, real_again = ngram_ids(wider, lengths[1:2], 12, 4, 1000)
+    assert sorted(again[real_again].tolist()) == sorted(ids[1][real[1]].tolist())
+
+
+def test_ngram_head_adds_to_logits_and_eval_applies_the_decision_layer():
+    torch.manual_seed(0)
+    model = CharRNN(12, 5, hidden_size=8, embedding_dim=4, ngram_buckets=64, ngram_max=3)
+    tokens, lengths = batch()
+    with torch.no_grad():
+        model.ngram.weight.normal_()
+        raw = model.train(False).scores(tokens, lengths)
+        model.logit_offset.copy_(torch.arange(5.0))
+        model.temperature.fill_(2.0)
+        torch.testing.assert_close(model(tokens, lengths), (raw + torch.arange(5.0)) / 2)
+        without = CharRNN(12, 5, hidden_size=8, embedding_dim=4)
+        without.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("ngram.")})
+        torch.testing.assert_close(raw - without.scores(tokens, lengths), model.ngram(tokens, lengths))
+    model.train()
+    model(tokens, lengths).sum().backward()
+    assert model.ngram.weight.grad.abs().sum() > 0
+
+
+def test_logit_adjustment_offsets_by_the_log_prior():
+    from nameorigin.module import NameClassifier
+
+    prior = [0.7, 0.2, 0.1]
+    module = NameClassifier(["<pad>", "<unk>", "a"], ["A", "B", "C"], hidden_size=4, embedding_dim=2,
+                            logit_adjustment=0.5, class_prior=prior)
+    offset = module.net.logit_offset
+    expected = torch.tensor([-0.5 * math.log(p) for p in prior])
+    torch.testing.assert_close(offset, expected - expected.mean())
+    with pytest.raises(ValueError, match="class_prior"):
+        NameClassifier(["<pad>", "<unk>", "a"], ["A", "B", "C"], logit_adjustment=0.5)

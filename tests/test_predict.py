@@ -138,17 +138,28 @@ def test_evaluate_reproduces_the_training_test_score(trained, checkpoint):
         evaluate(Predictor.from_checkpoint(checkpoint), corpus)
 
 
-def test_torchscript_export_matches_the_checkpoint(checkpoint, tmp_path):
-    out = tmp_path / "model.pt"
-    result = run_script([str(ROOT / "scripts" / "export.py"), str(checkpoint), "--out", str(out)], cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert out.is_file() and out.with_suffix(".json").is_file()
-    names = hostile_names(300, seed=3) + ["Kanemoto", "Pavlovsky", "Donagh"]
-    ours = Predictor.from_checkpoint(checkpoint).predict(names, top_k=4)
-    exported = Predictor.load(out).predict(names, top_k=4)
-    for a, b in zip(ours, exported, strict=True):
+@pytest.mark.parametrize("fmt", ["pt2", "onnx"])
+def test_export_agrees_with_the_checkpoint_to_1e_5(checkpoint, exported, fmt, tmp_path):
+    names = hostile_names(300, seed=3) + ["Kanemoto", "Pavlovsky", "Donagh", "Rinelli", "O'Kanemotoagh"]
+    ours = Predictor.from_checkpoint(checkpoint)
+    served = Predictor.load(exported.with_suffix(f".{fmt}"))
+    assert served.labels == ours.labels and served.calibration == ours.calibration
+    encoded = [codes for codes, error in map(ours.encode, names) if error is None]
+    assert len(encoded) > 70  # most hostile names are answered, with <unk> for unknown characters
+    torch.testing.assert_close(served.probabilities(encoded), ours.probabilities(encoded), atol=1e-5, rtol=0)
+    for a, b in zip(ours.predict(names, top_k=4), served.predict(names, top_k=4), strict=True):
         assert a.error == b.error and [lang for lang, _ in a.predictions] == [lang for lang, _ in b.predictions]
-        for (_, p), (_, q) in zip(a.predictions, b.predictions, strict=True):
-            assert abs(p - q) < 1e-5
-    served = run_script([PREDICT, str(out), "Kanemoto", "--format", "json"], cwd=tmp_path)
-    assert json.loads(served.stdout)[0]["predictions"][0]["language"] == exported[-3].predictions[0][0]
+    result = run_script([PREDICT, str(exported.with_suffix(f".{fmt}")), "Kanemoto", "--format", "json",
+                         "--coverage", "0.9"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)[0]["prediction_set"][0] == ours.predict(["Kanemoto"])[0].predictions[0][0]
+
+
+@pytest.fixture(scope="module")
+def exported(checkpoint, tmp_path_factory) -> Path:
+    stem = tmp_path_factory.mktemp("export") / "model"
+    result = run_script([str(ROOT / "scripts" / "export.py"), str(checkpoint), "--out", str(stem)], cwd=stem.parent)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == "", result.stderr  # no warnings reach the user
+    assert {p.name for p in stem.parent.iterdir()} == {"model.pt2", "model.onnx", "model.json"}  # no temp files
+    return stem

@@ -134,3 +134,29 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, setup, ove
     assert message in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert not run_dirs(tmp_path)
+
+
+def test_results_block_calibration_and_model_card(trained):
+    run, _, result = trained
+    for key in ("test/acc", "test/acc_any", "test/ece_raw", "test/ece", "test/coverage_90", "test/set_size_90"):
+        assert f"  {key} " in result.stdout, key
+    checkpoint = torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)
+    calibration = checkpoint["calibration"]
+    assert set(calibration["conformal"]) == {"0.8", "0.9", "0.95"}
+    assert float(checkpoint["state_dict"]["net.temperature"]) == pytest.approx(calibration["temperature"])
+    card = (run / "MODEL_CARD.md").read_text()
+    assert checkpoint["model_card"] == card
+    for section in ("## Data and provenance", "## Test metrics", "| Irish |", "## Calibration",
+                    "## Prediction sets", "not** a person's ethnicity", "## Reproduce", "python train.py data.root="):
+        assert section in card, section
+    acc = events(run)
+    assert {"calibration/reliability_val", "calibration/reliability_test"} <= set(acc.Tags()["images"])
+    assert {"calibration/temperature", "calibration/val_ece", "calibration/val_ece_raw"} <= set(acc.Tags()["scalars"])
+    printed = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "predict.py"),
+                              str(run / "checkpoints" / "best.ckpt"), "--card"], capture_output=True, text=True)
+    assert printed.returncode == 0 and printed.stdout == card
+
+
+def test_training_prints_no_deprecation_lines(trained):
+    _, _, result = trained
+    assert "LeafSpec" not in result.stderr + result.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,21 +13,27 @@ import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import Callback
 
+from nameorigin.atomic import write_atomically
+
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Write to a temporary file in the same folder, then rename: a crash mid-save leaves the old file whole."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            super().save_checkpoint(checkpoint, tmp, storage_options)
+        def write(tmp: Path) -> None:
+            super(AtomicCheckpointIO, self).save_checkpoint(checkpoint, tmp, storage_options)
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+
+        write_atomically(path, write)
+
+
+def update_checkpoint(path: str | Path, update: Callable[[dict[str, Any]], None]) -> None:
+    """Load a checkpoint (weights-only), let `update` change it, and write it back atomically."""
+    path = Path(path)
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    update(checkpoint)
+    AtomicCheckpointIO().save_checkpoint(checkpoint, path)
 
 
 class RNGState(Callback):

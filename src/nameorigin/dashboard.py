@@ -9,9 +9,10 @@ import torch
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import TensorBoardLogger
 
+from nameorigin.calibration import reliability
 from nameorigin.callbacks import tensorboard_writer
 from nameorigin.model import SHARED_WEIGHTS
-from nameorigin.plots import confusion_figure, figure_to_writer
+from nameorigin.plots import confusion_figure, figure_to_writer, reliability_figure
 
 HP_METRICS = ("hp/val_acc_best", "hp/test_acc", "hp/test_macro_f1")
 
@@ -79,7 +80,17 @@ class Dashboard(Callback):
                 logger.log_hyperparams(run_hparams(trainer, pl_module), final)
         self._projector(writer, pl_module, trainer.global_step)
         self._predictions_text(writer, trainer, pl_module)
+        self._test_reliability(writer, pl_module, trainer.global_step)
         writer.flush()
+
+    def _test_reliability(self, writer: Any, pl_module: pl.LightningModule, step: int) -> None:
+        if not pl_module.test_outputs:
+            return
+        logits, targets = pl_module.test_outputs[0]
+        bins = pl_module.calibration.get("bins", 15)
+        curves = {"before (T = 1)": reliability((logits * pl_module.net.temperature.cpu()).softmax(-1), targets, bins),
+                  f"after (T = {float(pl_module.net.temperature):.2f})": reliability(logits.softmax(-1), targets, bins)}
+        figure_to_writer(writer, "calibration/reliability_test", reliability_figure(curves, "test reliability"), step)
 
     def _projector(self, writer: Any, pl_module: pl.LightningModule, step: int) -> None:
         net = pl_module.net
@@ -94,7 +105,7 @@ class Dashboard(Callback):
             return
         dataset, labels = datamodule.datasets["test"], pl_module.hparams.labels
         picks = torch.linspace(0, len(dataset) - 1, min(self.sample_predictions, len(dataset))).long().tolist()
-        tokens, lengths, targets = dataset.collate(picks)
+        tokens, lengths, targets, _ = dataset.collate(picks)
         with torch.no_grad():
             was_training = pl_module.training
             pl_module.eval()
@@ -107,6 +118,23 @@ class Dashboard(Callback):
                                                                        strict=True))
             rows.append(f"| {dataset.names[index]} | {labels[int(targets[i])]} | {guesses} |")
         writer.add_text("test/sample_predictions", "\n".join(rows), global_step=trainer.global_step)
+
+
+def log_calibration(loggers: list, summary: dict, logits: torch.Tensor, targets: torch.Tensor) -> None:
+    """Validation calibration: temperature, ECE before/after, and a reliability diagram."""
+    writer = next((logger.experiment for logger in loggers if isinstance(logger, TensorBoardLogger)), None)
+    if writer is None:
+        return
+    for key in ("temperature", "val_ece_raw", "val_ece"):
+        writer.add_scalar(f"calibration/{key}", summary[key], 0)
+    for level, threshold in summary["conformal"].items():
+        writer.add_scalar(f"calibration/threshold_{float(level) * 100:g}", threshold, 0)
+    bins = summary["bins"]
+    curves = {"before (T = 1)": reliability(logits.softmax(-1), targets, bins),
+              f"after (T = {summary['temperature']:.2f})": reliability((logits / summary["temperature"]).softmax(-1),
+                                                                       targets, bins)}
+    figure_to_writer(writer, "calibration/reliability_val", reliability_figure(curves, "validation reliability"), 0)
+    writer.flush()
 
 
 def run_hparams(trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:

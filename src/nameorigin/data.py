@@ -18,6 +18,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Sampler
 
+from nameorigin.atomic import write_atomically
 from nameorigin.textnorm import NORMALIZERS, DataError, build_vocab, encode, normalize_name
 
 CORPUS_URL = "https://download.pytorch.org/tutorial/data.zip"
@@ -143,6 +144,14 @@ class EncodedNames(torch.utils.data.Dataset):
         self.names = [name for name, _ in pairs]
         self.tokens, self.lengths = pad_batch([encode(name, char_to_index) for name in self.names])
         self.targets = torch.tensor([label_index[lang] for _, lang in pairs], dtype=torch.long)
+        # Every language of each pair's name (a name's pairs always share a split): for soft targets and for
+        # accuracy that counts any of a name's languages as right.
+        languages_of: dict[str, list[int]] = defaultdict(list)
+        for name, lang in pairs:
+            languages_of[name].append(label_index[lang])
+        self.languages = torch.zeros(len(pairs), len(labels), dtype=torch.bool)
+        for row, name in enumerate(self.names):
+            self.languages[row, languages_of[name]] = True
 
     def __len__(self) -> int:
         return len(self.names)
@@ -150,10 +159,11 @@ class EncodedNames(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> int:
         return index
 
-    def collate(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def collate(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(tokens, lengths, targets, languages): languages[i, k] is True when language k is one of name i's."""
         idx = torch.tensor(indices, dtype=torch.long)
         lengths = self.lengths[idx]
-        return self.tokens[idx, : int(lengths.max())], lengths, self.targets[idx]
+        return self.tokens[idx, : int(lengths.max())], lengths, self.targets[idx], self.languages[idx]
 
 
 class BucketBatchSampler(Sampler[list[int]]):
@@ -247,6 +257,12 @@ class NamesDataModule(pl.LightningDataModule):
         weights = [total / (len(self.labels) * max(counts[label], 1)) for label in self.labels]
         return [w**0.5 for w in weights] if mode == "sqrt" else weights
 
+    def class_prior(self) -> list[float]:
+        """Each label's share of the training pairs (at least one count each, so every log is finite)."""
+        counts = Counter(language for _, language in self.splits["train"])
+        total = sum(max(counts[label], 1) for label in self.labels)
+        return [max(counts[label], 1) / total for label in self.labels]
+
     def manifest(self) -> dict:
         """Everything needed to audit or rebuild the split: settings, counts, corpus hash, the names."""
         counts = {s: dict(sorted(Counter(lang for _, lang in p).items())) for s, p in self.splits.items()}
@@ -274,12 +290,7 @@ class NamesDataModule(pl.LightningDataModule):
                             f"{state.get('split_seed')}: resume with the same split")
 
     def write_manifest(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.manifest(), indent=1))
-        os.replace(tmp, path)
-        return path
+        return write_atomically(path, lambda tmp: tmp.write_text(json.dumps(self.manifest(), indent=1)))
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         dataset = self.datasets[split]

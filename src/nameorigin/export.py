@@ -1,54 +1,126 @@
-"""TorchScript export: the checkpoint's model as one file that runs with torch alone (no Lightning, no this
-package), plus a JSON sidecar with the vocabulary, labels and normalization."""
+"""Export a checkpoint's model in current formats: a `torch.export` program (.pt2) and ONNX (.onnx), each with
+a JSON sidecar (vocabulary, labels, normalization, calibration), so serving needs neither Lightning nor this
+package's training code.
+
+The timestep loop is written as a `scan` (torch's higher-order op for loops), so both formats keep the batch
+size and the number of characters dynamic instead of unrolling the loop for one name length.
+"""
 
 from __future__ import annotations
 
 import json
-import os
+import logging
+import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch._higher_order_ops.scan import scan
 
+from nameorigin.atomic import write_atomically
 from nameorigin.model import CharRNN
 
+# torch 2.13's exporter builds pytree LeafSpecs it has itself deprecated: nothing a user can act on.
+warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
+MAX_STEPS = 64  # the longest name the Predictor passes (predict.MAX_NAME_LENGTH)
+FORMATS = ("pt2", "onnx")
 
-class ScriptableCharRNN(nn.Module):
-    """CharRNN's inference path (the cell's own `step`) in a form torch.jit.script compiles.
-    forward(tokens [B, T] int64, lengths [B] int64) -> logits [B, languages]."""
+
+class ExportableCharRNN(nn.Module):
+    """CharRNN's eval-mode forward: (tokens [B, T] int64, lengths [B] int64) -> decision logits [B, labels]
+    (logit adjustment and temperature included), with the cell's own `step` inside a scan."""
 
     def __init__(self, net: CharRNN):
         super().__init__()
-        table = net.embedding.weight if net.embedding is not None else torch.eye(net.vocab_size)
-        self.register_buffer("embedding", table.detach().clone())  # one-hot input = rows of the identity
-        self.cell, self.head = net.cell, net.head
+        net = net.eval()
+        with torch.no_grad():  # each character's input projection, as the inference loop uses it
+            self.register_buffer("table", net.projection_table(net.cell.bias_ih).detach().clone())
+        self.cell, self.head, self.ngram = net.cell, net.head, net.ngram
+        self.register_buffer("logit_offset", net.logit_offset.detach().clone())
+        self.register_buffer("temperature", net.temperature.detach().clone())
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        gi = F.linear(F.embedding(tokens, self.embedding), self.cell.weight_ih, self.cell.bias_ih)
-        h = torch.zeros(tokens.size(0), self.cell.hidden_size, dtype=gi.dtype, device=gi.device)
-        c = torch.zeros_like(h)
-        for t in range(tokens.size(1)):
-            h_new, c_new = self.cell.step(gi[:, t], F.linear(h, self.cell.weight_hh, self.cell.bias_hh), h, c)
-            keep = (lengths > t).unsqueeze(1)
-            h, c = torch.where(keep, h_new, h), torch.where(keep, c_new, c)
-        return self.head(h)
+        cell = self.cell
+        inputs = F.embedding(tokens, self.table).transpose(0, 1)  # [T, B, G*H]
+        steps = torch.arange(tokens.shape[1], device=tokens.device)[:, None].expand(-1, tokens.shape[0])
+
+        def step(carry: tuple[torch.Tensor, torch.Tensor], xs: tuple[torch.Tensor, torch.Tensor]) -> tuple:
+            (h, c), (gi, t) = carry, xs
+            h_new, c_new = cell.step(gi, F.linear(h, cell.weight_hh, cell.bias_hh), h, c)
+            running = (t < lengths)[:, None]  # finished names keep their last state
+            h, c = torch.where(running, h_new, h), torch.where(running, c_new, c)
+            return (h, c), h[:, :1].clone()  # scan needs a per-step output: a sliver, unused
+
+        zeros = inputs.new_zeros(tokens.shape[0], cell.hidden_size)
+        (h, _), _ = scan(step, (zeros, zeros.clone()), (inputs, steps))
+        logits = self.head(h)
+        if self.ngram is not None:
+            logits = logits + self.ngram(tokens, lengths)
+        return (logits + self.logit_offset) / self.temperature
+
+
+def example_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.tensor([[2, 3, 4], [5, 6, 0]]), torch.tensor([3, 2])
+
+
+def dynamic_shapes() -> tuple[dict, dict]:
+    batch, steps = torch.export.Dim("batch", max=1 << 20), torch.export.Dim("steps", max=MAX_STEPS)
+    return {0: batch, 1: steps}, {0: batch}
 
 
 def sidecar_path(model_path: str | Path) -> Path:
     return Path(model_path).with_suffix(".json")
 
 
-def export_torchscript(predictor, out: str | Path) -> Path:
-    """Write `out` (TorchScript) and `out` with .json (vocab, labels, normalize), each atomically."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    scripted = torch.jit.script(ScriptableCharRNN(predictor.net.cpu()).eval())
-    meta = {"format": "nameorigin-torchscript-1", "vocab": predictor.vocab, "labels": predictor.labels,
-            "normalize": predictor.normalize}
-    for path, write in ((out, lambda p: scripted.save(str(p))),
-                        (sidecar_path(out), lambda p: p.write_text(json.dumps(meta, ensure_ascii=False)))):
-        tmp = path.with_name(f".{path.name}.tmp")
-        write(tmp)
-        os.replace(tmp, path)
-    return out
+def export_model(predictor: Any, stem: str | Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Write `stem`.pt2 and/or `stem`.onnx, and `stem`.json beside them. Returns the paths written."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    module = ExportableCharRNN(predictor.net.cpu()).eval()
+    program = torch.export.export(module, example_inputs(), dynamic_shapes=dynamic_shapes())
+    written = []
+    if "pt2" in formats:
+        path = stem.with_suffix(".pt2")
+        write_atomically(path, lambda p: torch.export.save(program, str(p)))
+        written.append(path)
+    if "onnx" in formats:
+        import onnxscript  # noqa: F401  (the exporter needs it: fail here with its name, before any file)
+
+        logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)  # torchvision ops
+        onnx_program = torch.onnx.export(program, example_inputs(), dynamo=True, input_names=["tokens", "lengths"],
+                                         output_names=["logits"], verbose=False)
+        path = stem.with_suffix(".onnx")
+        write_atomically(path, lambda p: onnx_program.save(str(p), external_data=False))
+        written.append(path)
+    meta = {"format": "nameorigin-export-2", "vocab": predictor.vocab, "labels": predictor.labels,
+            "normalize": predictor.normalize, "calibration": predictor.calibration}
+    sidecar = sidecar_path(stem.with_suffix(".pt2"))
+    write_atomically(sidecar, lambda p: p.write_text(json.dumps(meta, ensure_ascii=False)))
+    return [*written, sidecar]
+
+
+class ExportedNet:
+    """An exported program behind the interface Predictor uses: called with (tokens, lengths), returns logits."""
+
+    def __init__(self, path: Path):
+        if path.suffix == ".onnx":
+            import onnxruntime  # optional: the [export] extra
+
+            self.session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            self.module = None
+        else:
+            self.module, self.session = torch.export.load(str(path)).module(), None
+
+    def __call__(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        if self.session is None:
+            return self.module(tokens.cpu(), lengths.cpu())
+        (logits,) = self.session.run(None, {"tokens": tokens.cpu().numpy(), "lengths": lengths.cpu().numpy()})
+        return torch.from_numpy(logits)
+
+    def eval(self) -> ExportedNet:
+        return self
+
+    def to(self, device: Any) -> ExportedNet:
+        return self

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nameorigin.bptt import CellLoop, final_state
+from nameorigin.ngram import NgramHead
 
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
 IMPLS = ("autograd", "bptt")
@@ -100,10 +101,15 @@ class StepCapture:
 
 
 class CharRNN(nn.Module):
-    """Embedding (or one-hot) -> one recurrent cell looped over characters -> linear head on the last state."""
+    """Embedding (or one-hot) -> one recurrent cell looped over characters -> linear head on the last state,
+    plus (ngram_buckets > 0) a hashed character n-gram head whose scores add to the logits.
+
+    In eval mode the logits pass through the decision layer kept as buffers, so the checkpoint carries it:
+    `logit_offset` (post-hoc logit adjustment, -tau * log prior) and `temperature` (fitted on validation)."""
 
     def __init__(self, vocab_size: int, num_classes: int, cell: str = "gru", hidden_size: int = 256,
-                 embedding_dim: int = 64, dropout: float = 0.0, impl: str = "autograd", input_dropout: float = 0.0):
+                 embedding_dim: int = 64, dropout: float = 0.0, impl: str = "autograd", input_dropout: float = 0.0,
+                 ngram_buckets: int = 0, ngram_max: int = 4):
         super().__init__()
         check_cell(cell)
         if impl not in IMPLS:
@@ -123,6 +129,9 @@ class CharRNN(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.input_dropout = nn.Dropout(input_dropout)  # on each character's vector: the strongest regularizer here
         self.head = nn.Linear(hidden_size, num_classes)
+        self.ngram = NgramHead(vocab_size, num_classes, ngram_buckets, ngram_max) if ngram_buckets else None
+        self.register_buffer("logit_offset", torch.zeros(num_classes))
+        self.register_buffer("temperature", torch.ones(()))
         self.capture: StepCapture | None = None
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -200,5 +209,15 @@ class CharRNN(nn.Module):
         self.capture = record
         return final[torch.argsort(order)]
 
+    def scores(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False) -> torch.Tensor:
+        """Raw logits: what the training loss sees."""
+        logits = self.head(self.dropout(self.encode(tokens, lengths, capture)))
+        return logits if self.ngram is None else logits + self.ngram(tokens, lengths)
+
+    def decide(self, logits: torch.Tensor) -> torch.Tensor:
+        """The decision layer: adjusted for the class prior, then temperature-scaled."""
+        return (logits + self.logit_offset) / self.temperature
+
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False) -> torch.Tensor:
-        return self.head(self.dropout(self.encode(tokens, lengths, capture)))
+        logits = self.scores(tokens, lengths, capture)
+        return logits if self.training else self.decide(logits)

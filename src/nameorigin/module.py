@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from torchmetrics import MaxMetric, MetricCollection
+from torchmetrics import MaxMetric, MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score
 
+from nameorigin.calibration import expected_calibration_error, prediction_sets
 from nameorigin.model import CharRNN
 
 
@@ -21,18 +24,29 @@ class NameClassifier(pl.LightningModule):
                  embedding_dim: int = 64, dropout: float = 0.1, input_dropout: float = 0.0,
                  label_smoothing: float = 0.0,
                  class_weights: Sequence[float] | None = None, normalize: str = "ascii", impl: str = "autograd",
+                 ngram_buckets: int = 0, ngram_max: int = 4, logit_adjustment: float = 0.0,
+                 class_prior: Sequence[float] | None = None, soft_targets: bool = False,
                  optimizer: Callable | None = None, scheduler: Callable | None = None):
         super().__init__()
         vocab, labels = [str(c) for c in vocab], [str(label) for label in labels]
         class_weights = None if class_weights is None else [float(w) for w in class_weights]
+        class_prior = None if class_prior is None else [float(p) for p in class_prior]
+        if logit_adjustment and (class_prior is None or len(class_prior) != len(labels) or min(class_prior) <= 0):
+            raise ValueError(f"logit_adjustment={logit_adjustment} needs a positive class_prior per label "
+                             "(train.py passes the training split's): set model.logit_adjustment=0 otherwise")
         self.save_hyperparameters(
             {"vocab": vocab, "labels": labels, "cell": str(cell), "hidden_size": int(hidden_size),
              "embedding_dim": int(embedding_dim), "dropout": float(dropout), "input_dropout": float(input_dropout),
              "label_smoothing": float(label_smoothing), "class_weights": class_weights, "normalize": str(normalize),
-             "impl": str(impl)}
+             "impl": str(impl), "ngram_buckets": int(ngram_buckets), "ngram_max": int(ngram_max),
+             "logit_adjustment": float(logit_adjustment), "class_prior": class_prior,
+             "soft_targets": bool(soft_targets)}
         )
         self.net = CharRNN(len(vocab), len(labels), cell, int(hidden_size), int(embedding_dim), float(dropout), impl,
-                           float(input_dropout))
+                           float(input_dropout), int(ngram_buckets), int(ngram_max))
+        if logit_adjustment:  # post-hoc logit adjustment (Menon et al. 2021): rare languages get a fairer share
+            offset = [-float(logit_adjustment) * math.log(p) for p in class_prior]
+            self.net.logit_offset.copy_(torch.tensor(offset) - sum(offset) / len(offset))
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.register_buffer("class_weight", None if class_weights is None else torch.tensor(class_weights))
         n = len(labels)
@@ -44,9 +58,13 @@ class NameClassifier(pl.LightningModule):
         self.val_metrics, self.test_metrics = metrics.clone(prefix="val/"), metrics.clone(prefix="test/")
         self.val_class_f1, self.test_class_f1 = (MulticlassF1Score(n, average=None) for _ in range(2))
         self.val_confusion, self.test_confusion = (MulticlassConfusionMatrix(n) for _ in range(2))
+        # Accuracy counting a prediction right when it is any of the name's languages (480 names have several).
+        self.val_acc_any, self.test_acc_any = MeanMetric(), MeanMetric()
         self.val_acc_best = MaxMetric()
         self.val_acc_best.persistent(True)  # kept in checkpoints, so a resumed run remembers its best
         self.capture_next_step = False  # set by GradAccumulationLogger for the steps it inspects
+        self.calibration: dict = {}  # temperature and conformal thresholds, fitted on validation after training
+        self.test_outputs: list[tuple[torch.Tensor, torch.Tensor]] = []  # (logits, targets) of the test pass
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return self.net(tokens, lengths)
@@ -56,10 +74,13 @@ class NameClassifier(pl.LightningModule):
                                label_smoothing=self.hparams.label_smoothing)
 
     def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
-        tokens, lengths, targets = batch
+        tokens, lengths, targets, languages = batch
         logits = self.net(tokens, lengths, capture=self.capture_next_step)
         self.capture_next_step = False
-        loss = self.loss(logits, targets)
+        if self.hparams.get("soft_targets"):  # a name's languages share its target equally
+            loss = self.loss(logits, languages.float() / languages.sum(1, keepdim=True))
+        else:
+            loss = self.loss(logits, targets)
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"non-finite training loss ({loss.item()}) at step {self.global_step}: the learning rate "
@@ -71,15 +92,20 @@ class NameClassifier(pl.LightningModule):
         return loss
 
     def _evaluate(self, batch: tuple[torch.Tensor, ...], stage: str) -> None:
-        tokens, lengths, targets = batch
+        tokens, lengths, targets, languages = batch
         logits = self.net(tokens, lengths)
         preds = logits.argmax(-1)
         self.log(f"{stage}/loss", self.loss(logits, targets), sync_dist=True, batch_size=len(targets))
         metrics = self.val_metrics if stage == "val" else self.test_metrics
         metrics.update(logits, targets)
+        acc_any = self.val_acc_any if stage == "val" else self.test_acc_any
+        acc_any.update(languages.gather(1, preds[:, None]).float())
+        self.log(f"{stage}/acc_any", acc_any, batch_size=len(targets))
         (self.val_class_f1 if stage == "val" else self.test_class_f1).update(preds, targets)
         (self.val_confusion if stage == "val" else self.test_confusion).update(preds, targets)
         self.log_dict(metrics, prog_bar=stage == "val", batch_size=len(targets))
+        if stage == "test":
+            self.test_outputs.append((logits.detach().float(), targets))
 
     def validation_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
         self._evaluate(batch, "val")
@@ -100,6 +126,7 @@ class NameClassifier(pl.LightningModule):
 
     def on_test_epoch_start(self) -> None:
         self.test_confusion.reset()
+        self.test_outputs = []
 
     def on_validation_epoch_end(self) -> None:
         if not self.trainer.sanity_checking:  # two sanity batches are no score to remember
@@ -109,6 +136,36 @@ class NameClassifier(pl.LightningModule):
 
     def on_test_epoch_end(self) -> None:
         self._log_class_f1("test")
+        if not self.test_outputs:
+            return
+        logits, targets = (self.all_gather(torch.cat(parts)) for parts in zip(*self.test_outputs, strict=True))
+        logits, targets = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
+        self.test_outputs = [(logits.cpu(), targets.cpu())]  # for the dashboard's reliability diagram
+        probs = logits.softmax(-1)
+        raw = (logits * self.net.temperature).softmax(-1)  # before temperature scaling
+        bins = self.calibration.get("bins", 15)
+        self.log("test/ece_raw", expected_calibration_error(raw, targets, bins))
+        self.log("test/ece", expected_calibration_error(probs, targets, bins))
+        for level, threshold in self.calibration.get("conformal", {}).items():
+            sets = prediction_sets(probs, threshold)
+            name = f"{float(level) * 100:g}"
+            self.log(f"test/coverage_{name}", sets.gather(1, targets[:, None]).float().mean())
+            self.log(f"test/set_size_{name}", sets.sum(1).float().mean())
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if self.calibration:
+            checkpoint["calibration"] = self.calibration
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.calibration = checkpoint.get("calibration", {})
+
+    @torch.no_grad()
+    def collect_logits(self, loader: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Decision logits and targets over a loader, on the CPU (for calibration after training)."""
+        self.eval()
+        parts = [(self.net(tokens, lengths).float(), targets) for tokens, lengths, targets, _ in loader]
+        logits, targets = zip(*parts, strict=True)
+        return torch.cat(logits), torch.cat(targets)
 
     def configure_optimizers(self) -> dict:
         factory = self.optimizer_factory or torch.optim.AdamW

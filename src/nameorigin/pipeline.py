@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,16 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from nameorigin.checkpointing import AtomicCheckpointIO, RNGState
+from nameorigin.calibration import calibrate
+from nameorigin.card import write_model_card
+from nameorigin.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
+from nameorigin.dashboard import log_calibration
 from nameorigin.data import DataError
 
 log = logging.getLogger(__name__)
+# Lightning 2.6 builds torch pytree LeafSpecs, which torch 2.13 deprecates: a line on every run that users can do
+# nothing about. Only that message is silenced.
+warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
 
 
 class ConfigError(ValueError):
@@ -76,7 +83,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
         datamodule.load_state_dict(state)
     weights = cfg.model.get("class_weights")
     extra = {"class_weights": datamodule.class_weights(weights)} if isinstance(weights, str) else {}
-    model = build(cfg, "model", vocab=datamodule.vocab, labels=datamodule.labels, **extra)
+    model = build(cfg, "model", vocab=datamodule.vocab, labels=datamodule.labels,
+                  class_prior=datamodule.class_prior(), **extra)
     callbacks = instantiate_all(cfg.get("callbacks"), "callbacks")
     loggers = instantiate_all(cfg.get("logger"), "logger")
     trainer: pl.Trainer = build(cfg, "trainer", callbacks=[*callbacks, RNGState()], logger=loggers or False,
@@ -88,15 +96,42 @@ def train(cfg: DictConfig) -> dict[str, float]:
 
     trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+    checkpoint = trainer.checkpoint_callback
+    best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
+    settings = cfg.get("calibration")
+    if best and settings and settings.get("enabled"):
+        if trainer.is_global_zero:
+            calibrate_checkpoint(model, datamodule, best, settings, loggers)
+        trainer.strategy.barrier()  # every rank tests the calibrated checkpoint
     if cfg.get("test"):
-        checkpoint = trainer.checkpoint_callback
-        best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
         trainer.test(model, datamodule=datamodule, ckpt_path=best, verbose=False)
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
         metrics["best_checkpoint"] = best
     if trainer.is_global_zero:
+        if best and cfg.get("card", {}).get("enabled"):
+            write_model_card(output_dir, best, metrics, cfg)
         report(metrics, output_dir)
     return metrics
+
+
+def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningDataModule, path: str,
+                         settings: DictConfig, loggers: list) -> dict:
+    """Fit the temperature and the conformal thresholds on validation and store them in the checkpoint."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    model.cpu().load_state_dict(state["state_dict"])
+    model.net.temperature.fill_(1.0)
+    logits, targets = model.collect_logits(datamodule.val_dataloader())
+    summary = calibrate(logits, targets, list(settings.coverages), int(settings.bins))
+
+    def store(checkpoint: dict) -> None:
+        checkpoint["state_dict"]["net.temperature"] = torch.tensor(summary["temperature"])
+        checkpoint["calibration"] = summary
+
+    update_checkpoint(path, store)
+    log.info("calibration on validation: temperature %.3f, ECE %.4f -> %.4f", summary["temperature"],
+             summary["val_ece_raw"], summary["val_ece"])
+    log_calibration(loggers, summary, logits, targets)
+    return summary
 
 
 def report(metrics: dict[str, Any], output_dir: Path) -> None:

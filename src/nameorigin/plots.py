@@ -67,3 +67,21 @@ def partial_sum_figure(curves: dict[str, torch.Tensor], step: int) -> plt.Figure
     ax.legend(fontsize=7)
     figure.tight_layout()
     return figure
+
+
+def reliability_figure(curves: dict[str, dict[str, list[float]]], title: str) -> plt.Figure:
+    """Accuracy against confidence per bin, one curve per setting (e.g. before/after temperature scaling);
+    the diagonal is perfect calibration. Empty bins are left out."""
+    figure, ax = plt.subplots(figsize=(4.5, 4.5))
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=0.8)
+    for name, curve in curves.items():
+        points = [(c, a) for c, a, n in zip(curve["confidence"], curve["accuracy"], curve["count"], strict=True) if n]
+        ax.plot([c for c, _ in points], [a for _, a in points], marker="o", markersize=3, label=name)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence (top probability)")
+    ax.set_ylabel("accuracy")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    figure.tight_layout()
+    return figure

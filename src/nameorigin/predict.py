@@ -14,11 +14,15 @@ from pathlib import Path
 
 import torch
 
+from nameorigin.calibration import level_key, prediction_sets
+from nameorigin.export import ExportedNet
 from nameorigin.model import CharRNN
 from nameorigin.textnorm import UNK, normalize_name
 
-MAX_NAME_LENGTH = 64  # longer input is cut: the corpus' longest name has 20 characters
+MAX_NAME_LENGTH = 64  # longer input is not a name (the corpus' longest has 20 characters): it is explained, not cut
 MODEL_ARGS = ("cell", "hidden_size", "embedding_dim")
+OPTIONAL_MODEL_ARGS = {"ngram_buckets": 0, "ngram_max": 4}  # absent from checkpoints written before them
+EXPORTED_SUFFIXES = (".pt2", ".onnx")
 BATCH_SIZE = 1024  # names per forward pass: the fastest of 512/1024/2048 here (GRU 256, 2 CPU threads)
 
 
@@ -31,10 +35,13 @@ class Prediction:
     name: str
     predictions: list[tuple[str, float]] = field(default_factory=list)  # (language, probability), best first
     error: str | None = None
+    prediction_set: list[str] | None = None  # with a coverage level: the conformal set, most probable first
 
     def as_dict(self) -> dict:
         result = {"name": self.name,
                   "predictions": [{"language": lang, "probability": round(p, 6)} for lang, p in self.predictions]}
+        if self.prediction_set is not None:
+            result["prediction_set"] = self.prediction_set
         if self.error:
             result["error"] = self.error
         return result
@@ -62,21 +69,27 @@ def load_checkpoint(path: str | Path) -> dict:
 
 
 class Predictor:
-    """Batched top-k language prediction for names."""
+    """Batched top-k language prediction for names, with calibrated probabilities and prediction sets when the
+    checkpoint holds them (`calibrated=False` gives the probabilities before temperature scaling)."""
 
-    def __init__(self, net: CharRNN, vocab: Sequence[str], labels: Sequence[str], normalize: str = "ascii",
-                 device: str = "cpu", data_settings: dict | None = None):
+    def __init__(self, net: CharRNN | ExportedNet, vocab: Sequence[str], labels: Sequence[str],
+                 normalize: str = "ascii", device: str = "cpu", data_settings: dict | None = None,
+                 calibration: dict | None = None, calibrated: bool = True):
         self.net, self.vocab, self.labels, self.normalize = net.eval(), list(vocab), list(labels), normalize
         self.data_settings = data_settings or {}  # split settings + corpus hash, for evaluate()
+        self.calibration = calibration or {}  # temperature (already inside the model) and conformal thresholds
+        # The model divides by the fitted temperature; multiplying by it again undoes the scaling on request.
+        self.undo_temperature = 1.0 if calibrated else float(self.calibration.get("temperature", 1.0))
         self.char_to_index = {c: i for i, c in enumerate(self.vocab)}
         self.device = torch.device(resolve_device(device))
         self.net.to(self.device)
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, device: str = "cpu") -> Predictor:
+    def from_checkpoint(cls, path: str | Path, device: str = "cpu", calibrated: bool = True) -> Predictor:
         checkpoint = load_checkpoint(path)
         hp = checkpoint["hyper_parameters"]
-        net = CharRNN(len(hp["vocab"]), len(hp["labels"]), **{k: hp[k] for k in MODEL_ARGS})
+        net = CharRNN(len(hp["vocab"]), len(hp["labels"]), **{k: hp[k] for k in MODEL_ARGS},
+                      **{k: hp.get(k, default) for k, default in OPTIONAL_MODEL_ARGS.items()})
         prefix = "net."
         state = {k[len(prefix):]: v for k, v in checkpoint.get("state_dict", {}).items() if k.startswith(prefix)}
         try:
@@ -85,33 +98,48 @@ class Predictor:
             raise PredictError(f"checkpoint {path} does not match its own model settings: it is damaged or "
                                "from another version; retrain or pick another .ckpt") from None
         return cls(net, hp["vocab"], hp["labels"], hp.get("normalize", "ascii"), device,
-                   checkpoint.get("NamesDataModule"))
+                   checkpoint.get("NamesDataModule"), checkpoint.get("calibration"), calibrated)
 
     @classmethod
-    def from_exported(cls, path: str | Path, device: str = "cpu") -> Predictor:
-        """A TorchScript file written by scripts/export.py, with its .json sidecar beside it."""
-        path, sidecar = Path(path), Path(path).with_suffix(".json")
+    def from_exported(cls, path: str | Path, calibrated: bool = True) -> Predictor:
+        """A .pt2 (torch.export) or .onnx program written by scripts/export.py, with its .json sidecar."""
+        path = Path(path)
+        sidecar = path.with_suffix(".json")
         if not path.is_file() or not sidecar.is_file():
             raise PredictError(f"exported model {path} or its sidecar {sidecar.name} is missing: run scripts/export.py")
         try:
             meta = json.loads(sidecar.read_text())
-            net = torch.jit.load(str(path), map_location="cpu")
-        except (ValueError, RuntimeError) as error:
+            net = ExportedNet(path)
+        except ImportError as error:
+            raise PredictError(f"reading {path.name} needs {error.name}: pip install -e '.[export]'") from None
+        except Exception as error:  # a damaged or foreign file, whatever the runtime raises for it
             raise PredictError(f"exported model {path} could not be read ({type(error).__name__}): "
                                "export it again") from None
-        return cls(net, meta["vocab"], meta["labels"], meta.get("normalize", "ascii"), device)
+        return cls(net, meta["vocab"], meta["labels"], meta.get("normalize", "ascii"), "cpu",
+                   calibration=meta.get("calibration"), calibrated=calibrated)
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "cpu") -> Predictor:
-        """A training checkpoint (.ckpt) or an exported TorchScript model (.pt with a .json sidecar)."""
-        exported = Path(path).suffix == ".pt"
-        return cls.from_exported(path, device) if exported else cls.from_checkpoint(path, device)
+    def load(cls, path: str | Path, device: str = "cpu", calibrated: bool = True) -> Predictor:
+        """A training checkpoint (.ckpt) or an exported program (.pt2 or .onnx, with a .json sidecar)."""
+        if Path(path).suffix in EXPORTED_SUFFIXES:
+            return cls.from_exported(path, calibrated)
+        return cls.from_checkpoint(path, device, calibrated)
+
+    def set_threshold(self, coverage: float) -> float:
+        """The conformal threshold stored for this coverage level; a clear error for any other level."""
+        levels = self.calibration.get("conformal", {})
+        if level_key(coverage) not in levels:
+            stored = ", ".join(levels) or "none (the checkpoint was not calibrated)"
+            raise PredictError(f"--coverage {coverage:g} is not a level stored in this model: choose one of {stored}")
+        return float(levels[level_key(coverage)])
 
     def encode(self, name: str) -> tuple[list[int], str | None]:
         """Indices for one raw name, or an explanation of why it cannot be answered."""
-        clean = normalize_name(name, self.normalize)[:MAX_NAME_LENGTH]
+        clean = normalize_name(name, self.normalize)
         if not clean:
             return [], "no usable character after normalization"
+        if len(clean) > MAX_NAME_LENGTH:
+            return [], f"longer than {MAX_NAME_LENGTH} characters: not one name"
         unk, lookup = self.char_to_index[UNK], self.char_to_index.get
         codes = [lookup(c, unk) for c in clean]
         if codes.count(unk) == len(codes):
@@ -130,27 +158,39 @@ class Predictor:
             # Row-major mask order matches the concatenated names: one tensor copy per batch.
             tokens[torch.arange(tokens.shape[1])[None, :] < lengths[:, None]] = torch.tensor(
                 list(itertools.chain.from_iterable(encoded[i] for i in rows)), dtype=torch.long)
-            logits = self.net(tokens.to(self.device), lengths.to(self.device))
-            out[rows] = logits.float().softmax(-1).cpu()
+            logits = self.net(tokens.to(self.device), lengths.to(self.device)).float()
+            out[rows] = (logits * self.undo_temperature).softmax(-1).cpu()
         return out
 
-    def predict(self, names: Iterable[str], top_k: int = 3, batch_size: int = BATCH_SIZE) -> list[Prediction]:
+    def predict(self, names: Iterable[str], top_k: int = 3, batch_size: int = BATCH_SIZE,
+                coverage: float | None = None) -> list[Prediction]:
+        """Top-k languages per name and, with `coverage`, the conformal prediction set at that level."""
         if top_k < 1:
             raise PredictError(f"--top-k {top_k} must be at least 1")
+        threshold = None if coverage is None else self.set_threshold(coverage)
         names = list(names)
         encoded = [self.encode(name) for name in names]
         good = [codes for codes, error in encoded if error is None]
         probs = self.probabilities(good, batch_size)
         top = probs.topk(min(top_k, len(self.labels)), dim=-1) if good else None
         rows = iter(zip(top.values.tolist(), top.indices.tolist(), strict=True)) if good else iter(())
+        sets = iter(self._sets(probs, threshold)) if threshold is not None and good else None
         labels, results = self.labels, []
         for name, (_, error) in zip(names, encoded, strict=True):
             if error is not None:
                 results.append(Prediction(name, [], error))
                 continue
             values, indices = next(rows)
-            results.append(Prediction(name, [(labels[j], p) for p, j in zip(values, indices, strict=True)]))
+            results.append(Prediction(name, [(labels[j], p) for p, j in zip(values, indices, strict=True)],
+                                      prediction_set=None if sets is None else next(sets)))
         return results
+
+    def _sets(self, probs: torch.Tensor, threshold: float) -> list[list[str]]:
+        members = prediction_sets(probs, threshold)
+        order = probs.argsort(-1, descending=True)
+        ranked = members.gather(1, order)
+        return [[self.labels[j] for j, keep in zip(row, flags, strict=True) if keep]
+                for row, flags in zip(order.tolist(), ranked.tolist(), strict=True)]
 
 
 def resolve_device(device: str) -> str:

@@ -1,0 +1,87 @@
+"""Probabilities people can trust: one temperature fitted on the validation split, and split-conformal
+prediction sets whose thresholds come from the same split.
+
+Temperature scaling (Guo et al. 2017) divides the logits by one number T, chosen to minimize the validation
+negative log-likelihood; it changes no prediction, only confidence. Prediction sets use the "least ambiguous"
+score s = 1 - p(true language) (Sadinle et al. 2019): with q the ceil((n+1)c)/n quantile of the validation
+scores, the set {k : p_k >= 1 - q} holds the true language with probability at least c on exchangeable data.
+The top language is always in the set, so no name gets an empty answer. These few lines are written here
+rather than wrapping the model in MAPIE or crepes: both expect scikit-learn estimators, and all that is needed
+is the quantile of one score.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+
+def fit_temperature(logits: torch.Tensor, targets: torch.Tensor, steps: int = 100) -> float:
+    """The T > 0 minimizing the cross-entropy of logits / T (optimized over log T with L-BFGS)."""
+    logits, targets = logits.detach().double(), targets.detach()
+    log_t = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.LBFGS([log_t], lr=0.5, max_iter=steps, line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(logits / log_t.exp(), targets)
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    return float(log_t.detach().exp())
+
+
+def level_key(coverage: float) -> str:
+    """How a coverage level is named in checkpoints and metrics: 0.9 -> "0.9"."""
+    return f"{coverage:g}"
+
+
+def conformal_thresholds(probs: torch.Tensor, targets: torch.Tensor, coverages: Sequence[float]) -> dict[str, float]:
+    """For each coverage c: the probability a language needs to enter the set (1 - the conformal quantile)."""
+    scores = 1 - probs.gather(1, targets[:, None]).squeeze(1).double()
+    n, thresholds = len(scores), {}
+    for coverage in coverages:
+        if not 0 < coverage < 1:
+            raise ValueError(f"calibration.coverages: {coverage} must be between 0 and 1")
+        rank = min(math.ceil((n + 1) * coverage), n)  # with too few names the set must take everything
+        quantile = float(scores.sort().values[rank - 1]) if n else 1.0
+        thresholds[level_key(coverage)] = 1 - quantile
+    return thresholds
+
+
+def prediction_sets(probs: torch.Tensor, threshold: float) -> torch.Tensor:
+    """[N, labels] bool: the languages whose probability reaches the threshold, and always the top one."""
+    members = probs >= threshold
+    members[torch.arange(len(probs)), probs.argmax(-1)] = True
+    return members
+
+
+def reliability(probs: torch.Tensor, targets: torch.Tensor, bins: int = 15) -> dict[str, list[float]]:
+    """Per equal-width confidence bin: mean confidence, accuracy and count (what the diagram draws)."""
+    confidence, predicted = probs.max(-1)
+    correct = (predicted == targets).double()
+    index = (confidence.double() * bins).long().clamp(max=bins - 1)
+    count = torch.bincount(index, minlength=bins).double()
+    mean = lambda values: (torch.bincount(index, values, minlength=bins) / count.clamp_min(1)).tolist()  # noqa: E731
+    return {"confidence": mean(confidence.double()), "accuracy": mean(correct), "count": count.tolist()}
+
+
+def expected_calibration_error(probs: torch.Tensor, targets: torch.Tensor, bins: int = 15) -> float:
+    """Top-label ECE with equal-width bins (torchmetrics' MulticlassCalibrationError, norm l1)."""
+    from torchmetrics.functional.classification import multiclass_calibration_error
+
+    return float(multiclass_calibration_error(probs.float(), targets, probs.shape[1], n_bins=bins, norm="l1"))
+
+
+def calibrate(logits: torch.Tensor, targets: torch.Tensor, coverages: Sequence[float], bins: int = 15) -> dict:
+    """Everything fitted on validation logits: temperature, ECE before and after, conformal thresholds."""
+    temperature = fit_temperature(logits, targets)
+    raw, scaled = logits.float().softmax(-1), (logits.float() / temperature).softmax(-1)
+    return {"temperature": temperature, "bins": bins, "val_size": len(targets),
+            "val_ece_raw": expected_calibration_error(raw, targets, bins),
+            "val_ece": expected_calibration_error(scaled, targets, bins),
+            "conformal": conformal_thresholds(scaled, targets, coverages),
+            "conformal_score": "1 - p(true language), top language always included"}

@@ -1,0 +1,106 @@
+"""MODEL_CARD.md: what a trained model is, what it was trained and tested on, how far to trust it, and how to
+reproduce it. Written into the run folder and embedded in the best checkpoint (`scripts/predict.py CKPT --card`)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from nameorigin.atomic import write_atomically
+from nameorigin.checkpointing import update_checkpoint
+
+LIMITS = """\
+- A name's language of origin is **not** a person's ethnicity, nationality, citizenship or the language they
+  speak. Names travel through marriage, migration, adoption and transliteration; use the output to study names,
+  never to make decisions about people.
+- The labels are the 18 files of the PyTorch tutorial corpus, a convenience sample: English.txt is a catch-all,
+  many names sit under several languages, and some languages have fewer than 100 names. Scores are weakest on
+  the rare languages (see the per-language table) and on names whose spelling several languages share.
+- Names are folded to ASCII unless the run says otherwise; names in other scripts get no prediction.
+- Probabilities are calibrated on the validation split of this corpus only; on other populations of names
+  (another country's phone book, say) both accuracy and calibration will differ. Prediction sets keep their
+  stated coverage only for names drawn like the validation names."""
+
+
+def reproduce_command() -> str:
+    """`python train.py` with the overrides of this run, when Hydra started it."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = list(HydraConfig.get().overrides.task)
+    except ValueError:  # not under @hydra.main (a test calling the pipeline)
+        overrides = []
+    return " ".join(["python train.py", *map(shlex.quote, overrides)])
+
+
+def percent(value: Any) -> str:
+    return "n/a" if value is None else f"{100 * float(value):.1f} %"
+
+
+def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: str) -> str:
+    hp, data = checkpoint["hyper_parameters"], checkpoint.get("NamesDataModule", {})
+    calibration = checkpoint.get("calibration", {})
+    labels, counts = hp["labels"], manifest.get("counts", {})
+    ngram = f"hashed 1-{hp.get('ngram_max')}-gram head ({hp.get('ngram_buckets')} buckets)" \
+        if hp.get("ngram_buckets") else "no n-gram head"
+    lines = [
+        f"# Model card: nameorigin {hp['cell'].upper()} language-of-origin classifier", "",
+        "Predicts the language of origin of a surname among "
+        f"{len(labels)} languages: {', '.join(labels)}.", "",
+        "## Model",
+        f"- One {hp['cell']} cell (hidden {hp['hidden_size']}, embedding {hp['embedding_dim'] or 'one-hot'}) "
+        f"applied to every character with shared weights, a linear head on the last state, and {ngram}.",
+        f"- Decision layer: logit adjustment tau = {hp.get('logit_adjustment', 0):g} against the training prior; "
+        f"temperature {calibration.get('temperature', 1.0):.3f} fitted on validation.", "",
+        "## Data and provenance",
+        f"- Corpus: `{manifest.get('root', '?')}` (the PyTorch tutorial names, "
+        "https://download.pytorch.org/tutorial/data.zip), sha256 of the files "
+        f"`{data.get('corpus_sha256', manifest.get('corpus_sha256', '?'))}`.",
+        f"- Normalization: `{data.get('normalize', hp.get('normalize'))}`. Duplicate (name, language) pairs dropped; "
+        "the split is by name string (a name is in exactly one of train/val/test), stratified by language.",
+        f"- Split seed {data.get('split_seed')}, fractions {data.get('split_fractions')}, sizes "
+        f"{manifest.get('sizes', {})}; every name is listed in the run's `split.json`.", "",
+        "## Test metrics (held-out split, read once after training)",
+        f"- Accuracy {percent(metrics.get('test/acc'))} (counting any of a name's languages as right: "
+        f"{percent(metrics.get('test/acc_any'))}); macro-F1 {metrics.get('test/macro_f1', float('nan')):.3f}.", "",
+        "| language | test names | F1 |", "|---|---|---|",
+    ]
+    for label in labels:
+        f1 = metrics.get(f"test_f1/{label}")
+        lines.append(f"| {label} | {counts.get('test', {}).get(label, 0)} | "
+                     f"{'n/a' if f1 is None else f'{f1:.3f}'} |")
+    lines += ["", "## Calibration (expected calibration error, 15 bins; lower is better)",
+              "| split | before temperature scaling | after |", "|---|---|---|",
+              f"| validation (fitted here) | {calibration.get('val_ece_raw', float('nan')):.4f} | "
+              f"{calibration.get('val_ece', float('nan')):.4f} |",
+              f"| test | {metrics.get('test/ece_raw', float('nan')):.4f} | "
+              f"{metrics.get('test/ece', float('nan')):.4f} |",
+              "", "## Prediction sets (split conformal, thresholds from validation)",
+              "`scripts/predict.py CKPT --coverage C` returns the smallest set of languages holding the true one with "
+              "probability C.", "",
+              "| coverage asked | probability threshold | test coverage | mean set size |", "|---|---|---|---|"]
+    for level, threshold in calibration.get("conformal", {}).items():
+        name = f"{float(level) * 100:g}"
+        lines.append(f"| {level} | {threshold:.4f} | {percent(metrics.get(f'test/coverage_{name}'))} | "
+                     f"{metrics.get(f'test/set_size_{name}', float('nan')):.2f} |")
+    lines += ["", "## Intended use and limits", LIMITS, "", "## Reproduce", "```bash", command, "```", ""]
+    return "\n".join(lines)
+
+
+def write_model_card(output_dir: Path, checkpoint_path: str | Path, metrics: dict[str, Any],
+                     cfg: DictConfig | None = None) -> Path:
+    """Render the card from the checkpoint and the run's metrics; write MODEL_CARD.md and embed it."""
+    import torch
+
+    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+    manifest_path = Path(output_dir) / "split.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    text = render(checkpoint, metrics, manifest, reproduce_command())
+    path = Path(output_dir) / "MODEL_CARD.md"
+    write_atomically(path, lambda p: p.write_text(text, encoding="utf-8"))
+    update_checkpoint(checkpoint_path, lambda ckpt: ckpt.__setitem__("model_card", text))
+    return path
