@@ -6,17 +6,20 @@ PIP_INSTALL := $(BIN)/python -m pip install --quiet --constraint constraints.txt
 ARGS ?=
 NAMES_DATA_DIR ?=
 
-.PHONY: install train test lint bench dashboard clean
+.PHONY: install train pretrain test lint bench dashboard clean
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) --editable '.[dev,sweep]'
+	$(PIP_INSTALL) --editable '.[dev,sweep,export,surnames]'
 	touch $@
 
 install: $(BIN)/.installed
 
 train: install  ## make train ARGS="model.cell=lstm trainer.max_epochs=5"
 	$(BIN)/python train.py $(ARGS)
+
+pretrain: install  ## the surnames country model (experiment=surnames_pretrain); ARGS adds overrides
+	$(BIN)/python train.py experiment=surnames_pretrain $(ARGS)
 
 test: install  ## real-corpus tests run when NAMES_DATA_DIR points at a folder of <Language>.txt files
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

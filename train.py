@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 
 from nameorigin.data import DataError
 from nameorigin.pipeline import ConfigError, train
+from nameorigin.transfer import TransferError
 
 task_started = False
 
@@ -20,7 +21,7 @@ def main(cfg: DictConfig) -> float | None:
     task_started = True
     try:
         metrics = train(cfg)
-    except (DataError, ConfigError) as error:
+    except (DataError, ConfigError, TransferError) as error:
         print(f"error: {error}", file=sys.stderr)
         # Nothing of a run that never started is kept: no empty run folders that look like results.
         if HydraConfig.get().mode.name == "RUN":

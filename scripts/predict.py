@@ -98,7 +98,8 @@ def write(predictions: Iterable[Prediction], fmt: str) -> None:
                 continue
             out.write(f"{shown}\n")
             for language, probability in p.predictions:
-                out.write(f"  {language:<12} {probability:6.1%}\n")
+                shown_label = f"{language} {p.label_names.get(language, '')}" if p.label_names else language
+                out.write(f"  {shown_label:<12} {probability:6.1%}\n")
             if p.prediction_set is not None:
                 out.write(f"  set: {', '.join(p.prediction_set)}\n")
 

@@ -13,6 +13,7 @@ import zipfile
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -207,6 +208,19 @@ class BucketBatchSampler(Sampler[list[int]]):
         return len(self._batches())
 
 
+def bucket_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int, datamodule: pl.LightningDataModule,
+                  num_workers: int = 0) -> DataLoader:
+    """Length-bucketed batches of a dataset with `lengths` and `collate`, sharded across the trainer's ranks."""
+    trainer = getattr(datamodule, "trainer", None)
+    replicas, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+    sampler = BucketBatchSampler(dataset.lengths.tolist(), batch_size, shuffle, seed, num_replicas=replicas,
+                                 rank=rank)
+    # Its own generator: creating an iterator then draws nothing from the global RNG, which dropout uses and a
+    # resumed run restores.
+    return DataLoader(dataset, batch_sampler=sampler, collate_fn=dataset.collate, num_workers=num_workers,
+                      persistent_workers=num_workers > 0, generator=torch.Generator().manual_seed(seed))
+
+
 class NamesDataModule(pl.LightningDataModule):
     """Reads `<Language>.txt` files under `root`, splits leakage-free, and serves length-bucketed batches."""
 
@@ -225,6 +239,7 @@ class NamesDataModule(pl.LightningDataModule):
         self.split_fractions, self.split_seed = fractions, int(split_seed)
         self.batch_size, self.num_workers = int(batch_size), int(num_workers)
         self.splits: dict[str, list[tuple[str, str]]] = {}
+        self.fixed_vocab: list[str] | None = None
 
     def prepare_data(self) -> None:
         if not (self.root.is_dir() and label_files(self.root)):
@@ -244,7 +259,8 @@ class NamesDataModule(pl.LightningDataModule):
         self.splits = split_by_name(pairs, self.split_fractions, self.split_seed)
         if not self.splits["train"]:
             raise DataError(f"data.root={self.root} is too small to split: add names")
-        self.vocab = build_vocab([name for name, _ in self.splits["train"]])
+        # Fine-tuning sets fixed_vocab to the pretrained model's vocabulary before setup.
+        self.vocab = self.fixed_vocab or build_vocab([name for name, _ in self.splits["train"]])
         char_to_index = {c: i for i, c in enumerate(self.vocab)}
         self.datasets = {s: EncodedNames(p, char_to_index, self.labels) for s, p in self.splits.items()}
 
@@ -293,16 +309,7 @@ class NamesDataModule(pl.LightningDataModule):
         return write_atomically(path, lambda tmp: tmp.write_text(json.dumps(self.manifest(), indent=1)))
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        dataset = self.datasets[split]
-        trainer = getattr(self, "trainer", None)
-        replicas, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
-        sampler = BucketBatchSampler(dataset.lengths.tolist(), self.batch_size, shuffle, self.split_seed,
-                                     num_replicas=replicas, rank=rank)
-        # Its own generator: creating an iterator then draws nothing from the global RNG, which dropout uses
-        # and a resumed run restores.
-        return DataLoader(dataset, batch_sampler=sampler, collate_fn=dataset.collate, num_workers=self.num_workers,
-                          persistent_workers=self.num_workers > 0,
-                          generator=torch.Generator().manual_seed(self.split_seed))
+        return bucket_loader(self.datasets[split], self.batch_size, shuffle, self.split_seed, self, self.num_workers)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nameorigin.bptt import CellLoop, final_state
+from nameorigin.known import KnownNames
 from nameorigin.ngram import NgramHead
 
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
@@ -104,12 +105,17 @@ class CharRNN(nn.Module):
     """Embedding (or one-hot) -> one recurrent cell looped over characters -> linear head on the last state,
     plus (ngram_buckets > 0) a hashed character n-gram head whose scores add to the logits.
 
+    Transfer from a pretrained country model: with source_classes > 0 the pretrained country head stays
+    (`source_head`) and its distribution over countries joins the last state as the head's input; with
+    known_names > 0 a table of names-dataset surnames (`known`) adds evidence for names found there.
+
     In eval mode the logits pass through the decision layer kept as buffers, so the checkpoint carries it:
     `logit_offset` (post-hoc logit adjustment, -tau * log prior) and `temperature` (fitted on validation)."""
 
     def __init__(self, vocab_size: int, num_classes: int, cell: str = "gru", hidden_size: int = 256,
                  embedding_dim: int = 64, dropout: float = 0.0, impl: str = "autograd", input_dropout: float = 0.0,
-                 ngram_buckets: int = 0, ngram_max: int = 4):
+                 ngram_buckets: int = 0, ngram_max: int = 4, source_classes: int = 0, known_names: int = 0,
+                 known_countries: int = 0):
         super().__init__()
         check_cell(cell)
         if impl not in IMPLS:
@@ -128,8 +134,15 @@ class CharRNN(nn.Module):
         self.cell = RecurrentCell(cell, embedding_dim or vocab_size, hidden_size)
         self.dropout = nn.Dropout(dropout)
         self.input_dropout = nn.Dropout(input_dropout)  # on each character's vector: the strongest regularizer here
-        self.head = nn.Linear(hidden_size, num_classes)
+        self.source_head = nn.Linear(hidden_size, source_classes) if source_classes else None
+        self.head = nn.Linear(hidden_size + source_classes, num_classes)
         self.ngram = NgramHead(vocab_size, num_classes, ngram_buckets, ngram_max) if ngram_buckets else None
+        self.known = self.evidence_head = None
+        if known_names:
+            if not known_countries:
+                raise ValueError("known_names needs known_countries: the number of countries in the table")
+            self.known = KnownNames(vocab_size, known_countries, known_names)
+            self.evidence_head = nn.Linear(known_countries + 1, num_classes)
         self.register_buffer("logit_offset", torch.zeros(num_classes))
         self.register_buffer("temperature", torch.ones(()))
         self.capture: StepCapture | None = None
@@ -209,10 +222,21 @@ class CharRNN(nn.Module):
         self.capture = record
         return final[torch.argsort(order)]
 
+    def readout(self, h: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Raw logits from the last state (and, for the n-gram head and known names, the tokens)."""
+        features = self.dropout(h)
+        if self.source_head is not None:
+            features = torch.cat([features, self.source_head(h).softmax(-1)], dim=-1)
+        logits = self.head(features)
+        if self.ngram is not None:
+            logits = logits + self.ngram(tokens, lengths)
+        if self.known is not None:
+            logits = logits + self.evidence_head(self.known(tokens, lengths))
+        return logits
+
     def scores(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False) -> torch.Tensor:
         """Raw logits: what the training loss sees."""
-        logits = self.head(self.dropout(self.encode(tokens, lengths, capture)))
-        return logits if self.ngram is None else logits + self.ngram(tokens, lengths)
+        return self.readout(self.encode(tokens, lengths, capture), tokens, lengths)
 
     def decide(self, logits: torch.Tensor) -> torch.Tensor:
         """The decision layer: adjusted for the class prior, then temperature-scaled."""

@@ -18,7 +18,8 @@ from nameorigin.model import CharRNN
 
 class NameClassifier(pl.LightningModule):
     """Hyperparameters are plain Python types (vocab and labels included) so the checkpoint alone rebuilds the
-    model and loads with `torch.load(weights_only=True)`."""
+    model and loads with `torch.load(weights_only=True)`. init_from, transfer_features and known_names_cache
+    are fine-tuning settings that nameorigin.transfer acts on; they are kept here for the record."""
 
     def __init__(self, vocab: Sequence[str], labels: Sequence[str], cell: str = "gru", hidden_size: int = 256,
                  embedding_dim: int = 64, dropout: float = 0.1, input_dropout: float = 0.0,
@@ -26,6 +27,9 @@ class NameClassifier(pl.LightningModule):
                  class_weights: Sequence[float] | None = None, normalize: str = "ascii", impl: str = "autograd",
                  ngram_buckets: int = 0, ngram_max: int = 4, logit_adjustment: float = 0.0,
                  class_prior: Sequence[float] | None = None, soft_targets: bool = False,
+                 label_names: Sequence[str] | None = None, source_classes: int = 0, known_names: int = 0,
+                 known_countries: int = 0, init_from: str | None = None, pretrained_lr_scale: float = 1.0,
+                 transfer_features: bool = True, known_names_cache: str | None = None,
                  optimizer: Callable | None = None, scheduler: Callable | None = None):
         super().__init__()
         vocab, labels = [str(c) for c in vocab], [str(label) for label in labels]
@@ -40,10 +44,16 @@ class NameClassifier(pl.LightningModule):
              "label_smoothing": float(label_smoothing), "class_weights": class_weights, "normalize": str(normalize),
              "impl": str(impl), "ngram_buckets": int(ngram_buckets), "ngram_max": int(ngram_max),
              "logit_adjustment": float(logit_adjustment), "class_prior": class_prior,
-             "soft_targets": bool(soft_targets)}
+             "soft_targets": bool(soft_targets),
+             "label_names": None if label_names is None else [str(name) for name in label_names],
+             "source_classes": int(source_classes), "known_names": int(known_names),
+             "known_countries": int(known_countries), "init_from": None if init_from is None else str(init_from),
+             "pretrained_lr_scale": float(pretrained_lr_scale), "transfer_features": bool(transfer_features),
+             "known_names_cache": None if known_names_cache is None else str(known_names_cache)}
         )
         self.net = CharRNN(len(vocab), len(labels), cell, int(hidden_size), int(embedding_dim), float(dropout), impl,
-                           float(input_dropout), int(ngram_buckets), int(ngram_max))
+                           float(input_dropout), int(ngram_buckets), int(ngram_max), int(source_classes),
+                           int(known_names), int(known_countries))
         if logit_adjustment:  # post-hoc logit adjustment (Menon et al. 2021): rare languages get a fairer share
             offset = [-float(logit_adjustment) * math.log(p) for p in class_prior]
             self.net.logit_offset.copy_(torch.tensor(offset) - sum(offset) / len(offset))
@@ -53,6 +63,7 @@ class NameClassifier(pl.LightningModule):
         metrics = MetricCollection({
             "acc": MulticlassAccuracy(n, average="micro"),
             "macro_f1": MulticlassF1Score(n, average="macro"),
+            **({"acc_top5": MulticlassAccuracy(n, top_k=5, average="micro")} if n > 5 else {}),
         })
         self.train_metrics = metrics.clone(prefix="train/")
         self.val_metrics, self.test_metrics = metrics.clone(prefix="val/"), metrics.clone(prefix="test/")
@@ -60,6 +71,10 @@ class NameClassifier(pl.LightningModule):
         self.val_confusion, self.test_confusion = (MulticlassConfusionMatrix(n) for _ in range(2))
         # Accuracy counting a prediction right when it is any of the name's languages (480 names have several).
         self.val_acc_any, self.test_acc_any = MeanMetric(), MeanMetric()
+        if known_names:  # test scores apart for names found in names-dataset and names it does not hold
+            self.test_found = MetricCollection({"acc": MulticlassAccuracy(n, average="micro"),
+                                                "macro_f1": MulticlassF1Score(n, average="macro")})
+            self.test_not_found = self.test_found.clone()
         self.val_acc_best = MaxMetric()
         self.val_acc_best.persistent(True)  # kept in checkpoints, so a resumed run remembers its best
         self.capture_next_step = False  # set by GradAccumulationLogger for the steps it inspects
@@ -69,18 +84,19 @@ class NameClassifier(pl.LightningModule):
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return self.net(tokens, lengths)
 
-    def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def loss(self, logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy against the label or, with soft_targets, against the distribution `weights` describe
+        (a name's languages shared equally, or a surname's country shares)."""
+        if self.hparams.get("soft_targets"):
+            targets = weights.float() / weights.float().sum(1, keepdim=True)
         return F.cross_entropy(logits, targets, weight=self.class_weight,
                                label_smoothing=self.hparams.label_smoothing)
 
     def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
-        tokens, lengths, targets, languages = batch
+        tokens, lengths, targets, weights = batch
         logits = self.net(tokens, lengths, capture=self.capture_next_step)
         self.capture_next_step = False
-        if self.hparams.get("soft_targets"):  # a name's languages share its target equally
-            loss = self.loss(logits, languages.float() / languages.sum(1, keepdim=True))
-        else:
-            loss = self.loss(logits, targets)
+        loss = self.loss(logits, targets, weights)
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"non-finite training loss ({loss.item()}) at step {self.global_step}: the learning rate "
@@ -92,20 +108,25 @@ class NameClassifier(pl.LightningModule):
         return loss
 
     def _evaluate(self, batch: tuple[torch.Tensor, ...], stage: str) -> None:
-        tokens, lengths, targets, languages = batch
+        tokens, lengths, targets, weights = batch
         logits = self.net(tokens, lengths)
         preds = logits.argmax(-1)
-        self.log(f"{stage}/loss", self.loss(logits, targets), sync_dist=True, batch_size=len(targets))
+        self.log(f"{stage}/loss", self.loss(logits, targets, weights), sync_dist=True, batch_size=len(targets))
         metrics = self.val_metrics if stage == "val" else self.test_metrics
         metrics.update(logits, targets)
         acc_any = self.val_acc_any if stage == "val" else self.test_acc_any
-        acc_any.update(languages.gather(1, preds[:, None]).float())
+        acc_any.update((weights.gather(1, preds[:, None]) > 0).float())
         self.log(f"{stage}/acc_any", acc_any, batch_size=len(targets))
         (self.val_class_f1 if stage == "val" else self.test_class_f1).update(preds, targets)
         (self.val_confusion if stage == "val" else self.test_confusion).update(preds, targets)
         self.log_dict(metrics, prog_bar=stage == "val", batch_size=len(targets))
         if stage == "test":
             self.test_outputs.append((logits.detach().float(), targets))
+            if self.net.known is not None:
+                _, found = self.net.known.lookup(tokens, lengths)
+                for subset, rows in ((self.test_found, found), (self.test_not_found, ~found)):
+                    if rows.any():
+                        subset.update(logits[rows], targets[rows])
 
     def validation_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
         self._evaluate(batch, "val")
@@ -136,6 +157,11 @@ class NameClassifier(pl.LightningModule):
 
     def on_test_epoch_end(self) -> None:
         self._log_class_f1("test")
+        if self.net.known is not None:
+            for subset, suffix in ((self.test_found, "in_pretrain"), (self.test_not_found, "not_in_pretrain")):
+                for key, value in subset.compute().items():
+                    self.log(f"test/{key}_{suffix}", value)
+                subset.reset()
         if not self.test_outputs:
             return
         logits, targets = (self.all_gather(torch.cat(parts)) for parts in zip(*self.test_outputs, strict=True))
@@ -169,7 +195,16 @@ class NameClassifier(pl.LightningModule):
 
     def configure_optimizers(self) -> dict:
         factory = self.optimizer_factory or torch.optim.AdamW
-        optimizer = factory(params=self.parameters())
+        scale = self.hparams.get("pretrained_lr_scale", 1.0)
+        if self.hparams.get("init_from") and scale != 1.0:  # pretrained layers move more slowly than new ones
+            pretrained = {id(p) for m in (self.net.embedding, self.net.cell, self.net.source_head) if m is not None
+                          for p in m.parameters()}
+            base_lr = getattr(factory, "keywords", {}).get("lr", 1e-3)
+            params = [{"params": [p for p in self.parameters() if id(p) not in pretrained]},
+                      {"params": [p for p in self.parameters() if id(p) in pretrained], "lr": base_lr * scale}]
+        else:
+            params = self.parameters()
+        optimizer = factory(params=params)
         if self.scheduler_factory is None:
             return {"optimizer": optimizer}
         scheduler = self.scheduler_factory(optimizer=optimizer)

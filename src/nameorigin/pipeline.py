@@ -13,6 +13,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from nameorigin import transfer
 from nameorigin.calibration import calibrate
 from nameorigin.card import write_model_card
 from nameorigin.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
@@ -75,7 +76,13 @@ def train(cfg: DictConfig) -> dict[str, float]:
     """Train, then test the best checkpoint. Returns the final metrics (callback_metrics as floats)."""
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     ckpt_path = resolve_checkpoint(cfg)
+    if cfg.get("task_name") == "finetune" and not cfg.model.get("init_from"):
+        raise ConfigError("model.init_from is missing: pass model.init_from=<best.ckpt of "
+                          "experiment=surnames_pretrain>")
     datamodule = build(cfg, "data")
+    pretrained = transfer.load_pretrained(cfg.model.init_from, cfg.model) if cfg.model.get("init_from") else None
+    if pretrained is not None:  # fine-tuning keeps the pretrained vocabulary
+        datamodule.fixed_vocab = pretrained["hyper_parameters"]["vocab"]
     datamodule.prepare_data()
     datamodule.setup("fit")
     if ckpt_path is not None:  # before the model is built from this corpus' vocabulary
@@ -83,8 +90,17 @@ def train(cfg: DictConfig) -> dict[str, float]:
         datamodule.load_state_dict(state)
     weights = cfg.model.get("class_weights")
     extra = {"class_weights": datamodule.class_weights(weights)} if isinstance(weights, str) else {}
+    if getattr(datamodule, "label_names", None):
+        extra["label_names"] = datamodule.label_names
+    table = None
+    if pretrained is not None:
+        arguments, table = transfer.model_arguments(pretrained, cfg.model)
+        extra.update(arguments)
     model = build(cfg, "model", vocab=datamodule.vocab, labels=datamodule.labels,
                   class_prior=datamodule.class_prior(), **extra)
+    if pretrained is not None:
+        log.info("fine-tuning from %s: loaded %s", cfg.model.init_from,
+                 ", ".join(transfer.initialize(model.net, pretrained, table)))
     callbacks = instantiate_all(cfg.get("callbacks"), "callbacks")
     loggers = instantiate_all(cfg.get("logger"), "logger")
     trainer: pl.Trainer = build(cfg, "trainer", callbacks=[*callbacks, RNGState()], logger=loggers or False,

@@ -21,17 +21,18 @@ def confusion_figure(matrix: torch.Tensor, labels: Sequence[str], title: str) ->
     """Rows (true language) normalized to 1, so rare languages are as readable as common ones."""
     counts = matrix.double().cpu()
     rates = counts / counts.sum(1, keepdim=True).clamp_min(1)
-    size = 2 + 0.45 * len(labels)
+    size = min(2 + 0.45 * len(labels), 16)  # 105 countries still make a readable image
     figure, axes = plt.subplots(figsize=(size, size))
     axes.imshow(rates.numpy(), cmap="Blues", vmin=0, vmax=1)
-    axes.set_xticks(range(len(labels)), labels, rotation=90)
-    axes.set_yticks(range(len(labels)), labels)
+    font = 8 if len(labels) <= 30 else 4
+    axes.set_xticks(range(len(labels)), labels, rotation=90, fontsize=font)
+    axes.set_yticks(range(len(labels)), labels, fontsize=font)
     axes.set_xlabel("predicted")
     axes.set_ylabel("true")
     axes.set_title(title)
-    for (row, col), value in zip(torch.cartesian_prod(torch.arange(len(labels)), torch.arange(len(labels))).tolist(),
-                                 rates.flatten().tolist(), strict=True):
-        if value >= 0.005:
+    cells = torch.cartesian_prod(torch.arange(len(labels)), torch.arange(len(labels))).tolist()
+    for (row, col), value in zip(cells, rates.flatten().tolist(), strict=True):
+        if value >= 0.005 and len(labels) <= 30:  # numbers in cells only while they stay legible
             axes.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=6,
                       color="white" if value > 0.5 else "black")
     figure.tight_layout()

@@ -21,7 +21,8 @@ from nameorigin.textnorm import UNK, normalize_name
 
 MAX_NAME_LENGTH = 64  # longer input is not a name (the corpus' longest has 20 characters): it is explained, not cut
 MODEL_ARGS = ("cell", "hidden_size", "embedding_dim")
-OPTIONAL_MODEL_ARGS = {"ngram_buckets": 0, "ngram_max": 4}  # absent from checkpoints written before them
+OPTIONAL_MODEL_ARGS = {"ngram_buckets": 0, "ngram_max": 4, "source_classes": 0, "known_names": 0,
+                       "known_countries": 0}  # absent from checkpoints written before them
 EXPORTED_SUFFIXES = (".pt2", ".onnx")
 BATCH_SIZE = 1024  # names per forward pass: the fastest of 512/1024/2048 here (GRU 256, 2 CPU threads)
 
@@ -36,10 +37,14 @@ class Prediction:
     predictions: list[tuple[str, float]] = field(default_factory=list)  # (language, probability), best first
     error: str | None = None
     prediction_set: list[str] | None = None  # with a coverage level: the conformal set, most probable first
+    label_names: dict[str, str] | None = None  # a country model's ISO code -> country name
 
     def as_dict(self) -> dict:
         result = {"name": self.name,
                   "predictions": [{"language": lang, "probability": round(p, 6)} for lang, p in self.predictions]}
+        if self.label_names:
+            for entry in result["predictions"]:
+                entry["label_name"] = self.label_names.get(entry["language"], "")
         if self.prediction_set is not None:
             result["prediction_set"] = self.prediction_set
         if self.error:
@@ -74,10 +79,11 @@ class Predictor:
 
     def __init__(self, net: CharRNN | ExportedNet, vocab: Sequence[str], labels: Sequence[str],
                  normalize: str = "ascii", device: str = "cpu", data_settings: dict | None = None,
-                 calibration: dict | None = None, calibrated: bool = True):
+                 calibration: dict | None = None, calibrated: bool = True, label_names: Sequence[str] | None = None):
         self.net, self.vocab, self.labels, self.normalize = net.eval(), list(vocab), list(labels), normalize
         self.data_settings = data_settings or {}  # split settings + corpus hash, for evaluate()
         self.calibration = calibration or {}  # temperature (already inside the model) and conformal thresholds
+        self.label_names = dict(zip(self.labels, label_names, strict=True)) if label_names else None
         # The model divides by the fitted temperature; multiplying by it again undoes the scaling on request.
         self.undo_temperature = 1.0 if calibrated else float(self.calibration.get("temperature", 1.0))
         self.char_to_index = {c: i for i, c in enumerate(self.vocab)}
@@ -98,7 +104,7 @@ class Predictor:
             raise PredictError(f"checkpoint {path} does not match its own model settings: it is damaged or "
                                "from another version; retrain or pick another .ckpt") from None
         return cls(net, hp["vocab"], hp["labels"], hp.get("normalize", "ascii"), device,
-                   checkpoint.get("NamesDataModule"), checkpoint.get("calibration"), calibrated)
+                   checkpoint.get("NamesDataModule"), checkpoint.get("calibration"), calibrated, hp.get("label_names"))
 
     @classmethod
     def from_exported(cls, path: str | Path, calibrated: bool = True) -> Predictor:
@@ -182,7 +188,8 @@ class Predictor:
                 continue
             values, indices = next(rows)
             results.append(Prediction(name, [(labels[j], p) for p, j in zip(values, indices, strict=True)],
-                                      prediction_set=None if sets is None else next(sets)))
+                                      prediction_set=None if sets is None else next(sets),
+                                      label_names=self.label_names))
         return results
 
     def _sets(self, probs: torch.Tensor, threshold: float) -> list[list[str]]:

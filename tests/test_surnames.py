@@ -1,0 +1,243 @@
+"""The names-dataset surnames: conversion from the package's format, soft-target pretraining, fine-tuning from
+the pretrained checkpoint, known-name evidence and prediction, on a tiny corpus the tests write."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import pickle
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT, TINY, run_dirs, run_script, train, write_corpus
+from omegaconf import OmegaConf
+
+from nameorigin import transfer
+from nameorigin.known import KnownNames
+from nameorigin.module import NameClassifier
+from nameorigin.surnames import VOCAB, Surnames, SurnamesDataModule, convert
+
+COUNTRY_OF = {"Japanese": "JP", "Russian": "RU", "Irish": "IE", "Italian": "IT"}
+SPECIAL = {
+    "\u0418\u0432\u0430\u043d\u043e\u0432": {"RU": 1.0},  # Cyrillic: dropped (other script)
+    "M\u00fcller": {"DE": 0.8, "AT": 0.2}, "Muller": {"DE": 0.4, "FR": 0.6},  # fold to one name: merged
+    "De La Cruz": {"ES": 0.7, "PH": 0.3},  # a space: kept
+    "Sm!th": {"US": 1.0},  # other characters: dropped
+}
+
+
+def write_package_pickle(folder: Path, corpus: Path, seed: int = 0) -> Path:
+    """A last_names.pkl.gz in names-dataset's own format: half the tiny corpus' names, plus look-alikes."""
+    rng = random.Random(seed)
+    names: dict[str, dict] = {}
+    for language, code in COUNTRY_OF.items():
+        for i, name in enumerate(sorted(set((corpus / f"{language}.txt").read_text().split()))):
+            if i % 2 == 0:
+                names[name] = {"country": {code: 0.9, "US": 0.1}, "gender": {}, "rank": {code: i + 1}}
+        for i in range(60):  # more names of each country, shaped like the corpus' ones
+            stem = "".join(rng.choice("bcdfgklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(1, 3)))
+            ending = {"JP": "moto", "RU": "ovsky", "IE": "agh", "IT": "elli"}[code]
+            names[stem.capitalize() + ending + "x" * (i % 2)] = {"country": {code: 0.7, "GB": 0.3}, "gender": {},
+                                                               "rank": {}}
+    for name, shares in SPECIAL.items():
+        names[name] = {"country": shares, "gender": {}, "rank": {}}
+    path = folder / "last_names.pkl.gz"
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wb") as f:
+        pickle.dump(names, f)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_surnames(tmp_path_factory) -> tuple[Path, Path]:
+    work = tmp_path_factory.mktemp("surnames")
+    corpus = write_corpus(work / "names")
+    cache = work / "cache"
+    convert(cache, write_package_pickle(work / "package", corpus))
+    return cache, corpus
+
+
+def test_conversion_applies_the_decisions_and_writes_a_plain_checked_cache(tiny_surnames):
+    cache, _ = tiny_surnames
+    meta = json.loads((cache / "last_names.json").read_text())
+    counts = meta["counts"]
+    assert counts["dropped_other_script"] == 1 and counts["dropped_other_characters"] == 1
+    assert counts["merged_spellings"] == 1 and counts["with_space"] == 1
+    assert counts["kept"] == counts["raw_names"] - 3
+    assert sorted(p.name for p in cache.iterdir()) == ["last_names.json", "last_names.npz"]  # no temporary files
+    with np.load(cache / "last_names.npz", allow_pickle=False) as arrays:  # plain arrays, no pickle
+        assert arrays["top_index"].shape[1] == 10
+    corpus = Surnames(cache)
+    muller = corpus.names.index("Muller")
+    shares = dict(zip(corpus.countries, corpus.shares(torch.tensor([muller]))[0].tolist(), strict=True))
+    assert (shares["DE"], shares["AT"], shares["FR"]) == pytest.approx((0.6, 0.1, 0.3))  # summed, renormalized
+    assert "De La Cruz" in corpus.names and "Sm!th" not in corpus.names
+    assert meta["country_names"][corpus.countries.index("JP")] in ("Japan", "JP")
+
+
+def test_interrupted_conversion_leaves_nothing_behind(tmp_path):
+    broken = tmp_path / "last_names.pkl.gz"
+    broken.write_bytes(gzip.compress(pickle.dumps({"A": {"country": {"JP": 1.0}}}))[:20])
+    with pytest.raises(EOFError):
+        convert(tmp_path / "cache", broken)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+
+
+def test_tampered_cache_is_refused(tiny_surnames, tmp_path):
+    cache, _ = tiny_surnames
+    copy = tmp_path / "cache"
+    copy.mkdir()
+    (copy / "last_names.json").write_text((cache / "last_names.json").read_text())
+    (copy / "last_names.npz").write_bytes((cache / "last_names.npz").read_bytes()[:-10] + b"0" * 10)
+    with pytest.raises(ValueError, match="does not match its sha256"):
+        Surnames(copy)
+
+
+def test_datamodule_splits_by_name_and_the_soft_loss_is_cross_entropy_against_the_shares(tiny_surnames):
+    cache, _ = tiny_surnames
+    data = SurnamesDataModule(str(cache), split_fractions=[0.8, 0.1, 0.1], batch_size=16)
+    data.setup()
+    names = {s: {data.corpus.names[r] for r in rows} for s, rows in data.splits.items()}
+    assert not (names["train"] & names["val"] or names["train"] & names["test"] or names["val"] & names["test"])
+    tokens, lengths, targets, shares = next(iter(data.train_dataloader()))
+    torch.testing.assert_close(shares.sum(1), torch.ones(len(shares)))
+    assert bool((targets == shares.argmax(1)).all()) and tokens.shape[1] == int(lengths.max())
+    module = NameClassifier(data.vocab, data.labels, hidden_size=8, embedding_dim=4, soft_targets=True)
+    logits = torch.randn(len(targets), len(data.labels))
+    expected = -(shares * logits.log_softmax(-1)).sum(1).mean()
+    torch.testing.assert_close(module.loss(logits, targets, shares), expected)
+
+
+PRETRAIN = ["experiment=surnames_pretrain", "data.split_fractions=[0.8,0.1,0.1]", "data.batch_size=32",
+            "model.hidden_size=32", "model.embedding_dim=16", "trainer.max_epochs=3", "trainer.accelerator=cpu",
+            "callbacks.progress_bar=null", "callbacks.grad_accumulation.every_n_steps=3",
+            "trainer.enable_model_summary=false"]
+
+
+@pytest.fixture(scope="module")
+def pretrained(tiny_surnames, tmp_path_factory) -> Path:
+    cache, _ = tiny_surnames
+    work = tmp_path_factory.mktemp("pretrain")
+    result = train(work, *PRETRAIN, f"data.cache={cache}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "test/acc_top5" in result.stdout and "test/loss" in result.stdout
+    (run,) = run_dirs(work)
+    return run / "checkpoints" / "best.ckpt"
+
+
+def test_pretrained_checkpoint_predicts_countries_with_codes_and_names(pretrained, tmp_path):
+    checkpoint = torch.load(pretrained, weights_only=True)
+    assert checkpoint["hyper_parameters"]["soft_targets"] and len(checkpoint["hyper_parameters"]["labels"]) > 5
+    result = run_script([str(ROOT / "scripts" / "predict.py"), str(pretrained), "Kanemoto", "--format", "json"],
+                        cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    top = json.loads(result.stdout)[0]["predictions"][0]
+    assert len(top["language"]) == 2 and top["label_name"]
+    text = run_script([str(ROOT / "scripts" / "predict.py"), str(pretrained), "Kanemoto"], cwd=tmp_path)
+    assert "JP" in text.stdout and ("Japan" in text.stdout)
+
+
+def test_initialize_really_loads_the_pretrained_weights_and_the_known_names(pretrained, tiny_surnames):
+    cache, _ = tiny_surnames
+    checkpoint = torch.load(pretrained, weights_only=True)
+    cfg = OmegaConf.create({"cell": "gru", "hidden_size": 32, "embedding_dim": 16, "init_from": str(pretrained),
+                            "known_names_cache": str(cache)})
+    arguments, table = transfer.model_arguments(transfer.load_pretrained(str(pretrained), cfg), cfg)
+    model = NameClassifier(checkpoint["hyper_parameters"]["vocab"], ["A", "B"], hidden_size=32, embedding_dim=16,
+                           **arguments)
+    transfer.initialize(model.net, checkpoint, table)
+    for key in ("embedding.weight", "cell.weight_hh", "cell.bias_ih"):
+        torch.testing.assert_close(model.net.get_parameter(key), checkpoint["state_dict"][f"net.{key}"])
+    torch.testing.assert_close(model.net.source_head.weight, checkpoint["state_dict"]["net.head.weight"])
+    # "Muller" is known (merged spellings), "O'Muller" is not; the key ignores case and punctuation.
+    index = {c: i for i, c in enumerate(VOCAB)}
+    names = ["Muller", "MULLER", "O'Muller", "De La Cruz", "Delacruz"]
+    tokens = torch.zeros(len(names), 12, dtype=torch.long)
+    for row, name in enumerate(names):
+        tokens[row, : len(name)] = torch.tensor([index[c] for c in name])
+    evidence = model.net.known(tokens, torch.tensor([len(n) for n in names]))
+    assert evidence[:, -1].tolist() == [1.0, 1.0, 0.0, 1.0, 1.0]
+    assert evidence[0, :-1].sum() == pytest.approx(1.0, abs=1e-3) and evidence[2, :-1].sum() == 0
+
+
+def test_known_names_fingerprint_matches_a_plain_python_reference():
+    from nameorigin.known import BASES, SECOND_PRIME
+    from nameorigin.ngram import PRIME
+
+    vocab = ["<pad>", "<unk>", " ", "'", "A", "b", "C"]
+    table = KnownNames(len(vocab), 3, 0)
+    table.fill(vocab, ["Ab", "bC"], torch.zeros(2, 10, dtype=torch.long), torch.ones(2, 10))
+    tokens, lengths = torch.tensor([[4, 3, 5, 0], [5, 2, 6, 0]]), torch.tensor([3, 3])
+
+    def reference(letters: str) -> int:
+        first = second = 0
+        for c in letters:
+            first, second = (first * BASES[0] + ord(c) - 96) % PRIME, (second * BASES[1] + ord(c) - 96) % SECOND_PRIME
+        return first * (1 << 31) + second
+
+    assert table.fingerprint(tokens, lengths).tolist() == [reference("ab"), reference("bc")]
+
+
+def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_surnames, tmp_path):
+    cache, corpus = tiny_surnames
+    result = train(tmp_path, "experiment=finetune", f"model.init_from={pretrained}", f"data.root={corpus}",
+                   f"model.known_names_cache={cache}", *TINY, "model.embedding_dim=16", "trainer.max_epochs=3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    for key in ("test/acc_in_pretrain", "test/acc_not_in_pretrain", "test/macro_f1_in_pretrain",
+                "test/macro_f1_not_in_pretrain"):
+        assert f"  {key} " in result.stdout, key
+    (run,) = run_dirs(tmp_path)
+    best = run / "checkpoints" / "best.ckpt"
+    hparams = torch.load(best, weights_only=True)["hyper_parameters"]
+    assert hparams["vocab"] == torch.load(pretrained, weights_only=True)["hyper_parameters"]["vocab"]
+    predicted = run_script([str(ROOT / "scripts" / "predict.py"), str(best), "Kanemoto", "Pavlovsky",
+                            "--format", "json"], cwd=tmp_path)
+    assert predicted.returncode == 0, predicted.stderr
+    assert [r["predictions"][0]["language"] for r in json.loads(predicted.stdout)] == ["Japanese", "Russian"]
+
+
+@pytest.mark.parametrize("override, message", [
+    ("model.hidden_size=24", "hidden_size=24 (checkpoint: 32)"),
+    ("model.cell=lstm", "cell=lstm (checkpoint: gru)"),
+])
+def test_finetune_refuses_a_checkpoint_that_does_not_fit(pretrained, tiny_surnames, tmp_path, override, message):
+    _, corpus = tiny_surnames
+    result = train(tmp_path, "experiment=finetune", f"model.init_from={pretrained}", f"data.root={corpus}",
+                   "model.known_names_cache=null", *TINY, "model.embedding_dim=16", override)
+    assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
+    assert len(result.stderr.strip().splitlines()) == 1 and not run_dirs(tmp_path)
+
+
+def test_finetune_refuses_a_checkpoint_whose_vocabulary_does_not_match_its_embedding(pretrained, tiny_surnames,
+                                                                                      tmp_path):
+    _, corpus = tiny_surnames
+    checkpoint = torch.load(pretrained, weights_only=True)
+    checkpoint["hyper_parameters"]["vocab"] = checkpoint["hyper_parameters"]["vocab"][:-5]
+    bad = tmp_path / "bad.ckpt"
+    torch.save(checkpoint, bad)
+    result = train(tmp_path, "experiment=finetune", f"model.init_from={bad}", f"data.root={corpus}",
+                   "model.known_names_cache=null", *TINY, "model.embedding_dim=16")
+    assert result.returncode == 2 and "vocabulary" in result.stderr, result.stderr[-2000:]
+    missing = train(tmp_path, "experiment=finetune", f"data.root={corpus}", *TINY)
+    assert missing.returncode == 2 and "model.init_from is missing" in missing.stderr
+
+
+@pytest.mark.slow
+def test_pretraining_under_ddp_cpu_on_a_sample(tiny_surnames, tmp_path):
+    cache, _ = tiny_surnames
+    result = train(tmp_path, *PRETRAIN, f"data.cache={cache}", "trainer=ddp_cpu", "trainer.max_epochs=2",
+                   timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path)
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
+
+
+@pytest.mark.slow
+def test_real_package_converts_with_the_documented_counts(tmp_path):
+    pytest.importorskip("names_dataset")
+    meta = convert(tmp_path / "cache")
+    assert meta["counts"]["raw_names"] == 983_826 and len(meta["countries"]) == 105
+    assert meta["counts"]["kept"] == 796_178 and meta["counts"]["dropped_other_script"] == 141_881
