@@ -37,6 +37,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=128, help="names per training batch (default 128)")
     parser.add_argument("--hidden-size", type=int, default=256, help="hidden units (default 256)")
     parser.add_argument("--embedding-dim", type=int, default=64, help="embedding size (default 64)")
+    parser.add_argument("--ngram-buckets", type=int, default=65536,
+                        help="n-gram head of the Predictor's model (default 65536, as the default config)")
     parser.add_argument("--batches", type=int, default=40, help="training batches per timed run (default 40)")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per contender (default 5)")
     parser.add_argument("--every-n-steps", type=int, default=50, help="grad-accumulation logging interval")
@@ -198,21 +200,34 @@ def bench_predict(args: argparse.Namespace, names: list[str], count: int = 100_0
 
     torch.manual_seed(0)
     vocab = ["<pad>", "<unk>", *sorted({c for n in names for c in n})]
-    net = CharRNN(len(vocab), 18, "gru", args.hidden_size, args.embedding_dim)
+    # The default model: GRU with the hashed n-gram head.
+    net = CharRNN(len(vocab), 18, "gru", args.hidden_size, args.embedding_dim, ngram_buckets=args.ngram_buckets)
     predictor = Predictor(net, vocab, [f"L{i}" for i in range(18)], device=args.device)
     many = (names * (count // len(names) + 1))[:count]
-    predictor.predict(many[:2000])
-    speeds = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        predictor.predict(many, top_k=3)
-        speeds.append(count / (time.perf_counter() - start))
-    speed = statistics.median(speeds)
+
+    def rate(served: Predictor) -> float:
+        served.predict(many[:2000])
+        speeds = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            served.predict(many, top_k=3)
+            speeds.append(count / (time.perf_counter() - start))
+        return statistics.median(speeds)
+
+    speed, exported = rate(predictor), {}
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = Path(tmp) / "bench.ckpt"
         torch.save({"hyper_parameters": {"vocab": vocab, "labels": predictor.labels, "cell": "gru",
-                                         "hidden_size": args.hidden_size, "embedding_dim": args.embedding_dim},
+                                         "hidden_size": args.hidden_size, "embedding_dim": args.embedding_dim,
+                                         "ngram_buckets": args.ngram_buckets},
                     "state_dict": {f"net.{k}": v for k, v in net.state_dict().items()}}, checkpoint)
+        try:
+            from nameorigin.export import export_model
+
+            for path in export_model(predictor, Path(tmp) / "model")[:-1]:  # the .pt2 and the .onnx
+                exported[path.suffix[1:]] = rate(Predictor.load(path))
+        except ImportError:  # onnx is the optional [export] extra
+            pass
         script = [sys.executable, str(ROOT / "scripts" / "predict.py"), str(checkpoint)]
         colds = []
         for _ in range(3):
@@ -225,7 +240,7 @@ def bench_predict(args: argparse.Namespace, names: list[str], count: int = 100_0
         subprocess.run([*script, "--file", str(names_file), "--format", "csv"], check=True, stdout=subprocess.DEVNULL)
         file_seconds = time.perf_counter() - start
     return {"names": count, "names_per_s": speed, "cold_start_s": statistics.median(colds),
-            "script_file_s": file_seconds}
+            "script_file_s": file_seconds, "exported_names_per_s": exported}
 
 
 def bench_accuracy(args: argparse.Namespace, target: float = 0.85) -> dict:
@@ -281,6 +296,10 @@ def table(results: dict, args: argparse.Namespace) -> str:
                   f"cold start of scripts/predict.py for one name: {row['cold_start_s']:.2f} s",
                   f"  scripts/predict.py --file (same names, one per line) --format csv: {row['script_file_s']:.1f} s "
                   f"end to end, {row['names'] / row['script_file_s']:.0f} names/s including the process start"]
+        for fmt, value in row.get("exported_names_per_s", {}).items():
+            runtime = "onnxruntime" if fmt == "onnx" else "torch.export program"
+            lines.append(f"  the same model exported, {runtime} (.{fmt}) behind the Predictor: {value:.0f} names/s, "
+                         f"{value / row['names_per_s']:.2f}x the checkpoint")
     if "accuracy" in results:
         row = results["accuracy"]
         when = (f"reached after {row['seconds_to_target']:.0f} s" if row["seconds_to_target"] is not None

@@ -144,6 +144,7 @@ def test_initialize_really_loads_the_pretrained_weights_and_the_known_names(pret
     cache, _ = tiny_surnames
     checkpoint = torch.load(pretrained, weights_only=True)
     cfg = OmegaConf.create({"cell": "gru", "hidden_size": 32, "embedding_dim": 16, "init_from": str(pretrained),
+                            "ngram_max": 4,
                             "known_names_cache": str(cache)})
     arguments, table = transfer.model_arguments(transfer.load_pretrained(str(pretrained), cfg), cfg)
     model = NameClassifier(checkpoint["hyper_parameters"]["vocab"], ["A", "B"], hidden_size=32, embedding_dim=16,
@@ -152,6 +153,7 @@ def test_initialize_really_loads_the_pretrained_weights_and_the_known_names(pret
     for key in ("embedding.weight", "cell.weight_hh", "cell.bias_ih"):
         torch.testing.assert_close(model.net.get_parameter(key), checkpoint["state_dict"][f"net.{key}"])
     torch.testing.assert_close(model.net.source_head.weight, checkpoint["state_dict"]["net.head.weight"])
+    torch.testing.assert_close(model.net.source_ngram.weight, checkpoint["state_dict"]["net.ngram.weight"])
     # "Muller" is known (merged spellings), "O'Muller" is not; the key ignores case and punctuation.
     index = {c: i for i, c in enumerate(VOCAB)}
     names = ["Muller", "MULLER", "O'Muller", "De La Cruz", "Delacruz"]

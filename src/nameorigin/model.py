@@ -114,8 +114,8 @@ class CharRNN(nn.Module):
 
     def __init__(self, vocab_size: int, num_classes: int, cell: str = "gru", hidden_size: int = 256,
                  embedding_dim: int = 64, dropout: float = 0.0, impl: str = "autograd", input_dropout: float = 0.0,
-                 ngram_buckets: int = 0, ngram_max: int = 4, source_classes: int = 0, known_names: int = 0,
-                 known_countries: int = 0):
+                 ngram_buckets: int = 0, ngram_max: int = 4, source_classes: int = 0, source_ngram_buckets: int = 0,
+                 known_names: int = 0, known_countries: int = 0):
         super().__init__()
         check_cell(cell)
         if impl not in IMPLS:
@@ -135,6 +135,8 @@ class CharRNN(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.input_dropout = nn.Dropout(input_dropout)  # on each character's vector: the strongest regularizer here
         self.source_head = nn.Linear(hidden_size, source_classes) if source_classes else None
+        self.source_ngram = NgramHead(vocab_size, source_classes, source_ngram_buckets, ngram_max) \
+            if source_classes and source_ngram_buckets else None
         self.head = nn.Linear(hidden_size + source_classes, num_classes)
         self.ngram = NgramHead(vocab_size, num_classes, ngram_buckets, ngram_max) if ngram_buckets else None
         self.known = self.evidence_head = None
@@ -225,8 +227,11 @@ class CharRNN(nn.Module):
     def readout(self, h: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Raw logits from the last state (and, for the n-gram head and known names, the tokens)."""
         features = self.dropout(h)
-        if self.source_head is not None:
-            features = torch.cat([features, self.source_head(h).softmax(-1)], dim=-1)
+        if self.source_head is not None:  # the pretrained country model's distribution
+            source = self.source_head(h)
+            if self.source_ngram is not None:
+                source = source + self.source_ngram(tokens, lengths)
+            features = torch.cat([features, source.softmax(-1)], dim=-1)
         logits = self.head(features)
         if self.ngram is not None:
             logits = logits + self.ngram(tokens, lengths)

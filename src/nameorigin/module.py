@@ -27,7 +27,8 @@ class NameClassifier(pl.LightningModule):
                  class_weights: Sequence[float] | None = None, normalize: str = "ascii", impl: str = "autograd",
                  ngram_buckets: int = 0, ngram_max: int = 4, logit_adjustment: float = 0.0,
                  class_prior: Sequence[float] | None = None, soft_targets: bool = False,
-                 label_names: Sequence[str] | None = None, source_classes: int = 0, known_names: int = 0,
+                 label_names: Sequence[str] | None = None, source_classes: int = 0, source_ngram_buckets: int = 0,
+                 known_names: int = 0,
                  known_countries: int = 0, init_from: str | None = None, pretrained_lr_scale: float = 1.0,
                  transfer_features: bool = True, known_names_cache: str | None = None,
                  optimizer: Callable | None = None, scheduler: Callable | None = None):
@@ -46,14 +47,15 @@ class NameClassifier(pl.LightningModule):
              "logit_adjustment": float(logit_adjustment), "class_prior": class_prior,
              "soft_targets": bool(soft_targets),
              "label_names": None if label_names is None else [str(name) for name in label_names],
-             "source_classes": int(source_classes), "known_names": int(known_names),
+             "source_classes": int(source_classes), "source_ngram_buckets": int(source_ngram_buckets),
+             "known_names": int(known_names),
              "known_countries": int(known_countries), "init_from": None if init_from is None else str(init_from),
              "pretrained_lr_scale": float(pretrained_lr_scale), "transfer_features": bool(transfer_features),
              "known_names_cache": None if known_names_cache is None else str(known_names_cache)}
         )
         self.net = CharRNN(len(vocab), len(labels), cell, int(hidden_size), int(embedding_dim), float(dropout), impl,
                            float(input_dropout), int(ngram_buckets), int(ngram_max), int(source_classes),
-                           int(known_names), int(known_countries))
+                           int(source_ngram_buckets), int(known_names), int(known_countries))
         if logit_adjustment:  # post-hoc logit adjustment (Menon et al. 2021): rare languages get a fairer share
             offset = [-float(logit_adjustment) * math.log(p) for p in class_prior]
             self.net.logit_offset.copy_(torch.tensor(offset) - sum(offset) / len(offset))
@@ -197,8 +199,8 @@ class NameClassifier(pl.LightningModule):
         factory = self.optimizer_factory or torch.optim.AdamW
         scale = self.hparams.get("pretrained_lr_scale", 1.0)
         if self.hparams.get("init_from") and scale != 1.0:  # pretrained layers move more slowly than new ones
-            pretrained = {id(p) for m in (self.net.embedding, self.net.cell, self.net.source_head) if m is not None
-                          for p in m.parameters()}
+            pretrained = {id(p) for m in (self.net.embedding, self.net.cell, self.net.source_head,
+                                          self.net.source_ngram) if m is not None for p in m.parameters()}
             base_lr = getattr(factory, "keywords", {}).get("lr", 1e-3)
             params = [{"params": [p for p in self.parameters() if id(p) not in pretrained]},
                       {"params": [p for p in self.parameters() if id(p) in pretrained], "lr": base_lr * scale}]

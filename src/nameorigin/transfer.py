@@ -58,8 +58,13 @@ def model_arguments(checkpoint: dict, model_cfg: DictConfig) -> tuple[dict[str, 
     """Constructor arguments that come from the pretrained checkpoint, and the known-name table (or None)."""
     arguments: dict[str, Any] = {}
     table = None
+    hp = checkpoint["hyper_parameters"]
     if model_cfg.get("transfer_features", True):
-        arguments["source_classes"] = len(checkpoint["hyper_parameters"]["labels"])
+        arguments["source_classes"] = len(hp["labels"])
+        arguments["source_ngram_buckets"] = hp.get("ngram_buckets", 0)
+        if hp.get("ngram_buckets") and hp.get("ngram_max") != model_cfg.get("ngram_max"):
+            raise TransferError(f"model.init_from={model_cfg.init_from}: its n-gram head reads "
+                                f"1-{hp['ngram_max']}-grams; set model.ngram_max={hp['ngram_max']}")
     cache = model_cfg.get("known_names_cache")
     if cache:
         try:
@@ -82,6 +87,9 @@ def initialize(net: torch.nn.Module, checkpoint: dict, table: KnownNames | None)
         net.source_head.weight.copy_(state["net.head.weight"][:, : net.source_head.in_features])
         net.source_head.bias.copy_(state["net.head.bias"])
         loaded.append("source_head (the pretrained country head)")
+    if net.source_ngram is not None:
+        net.source_ngram.weight.copy_(state["net.ngram.weight"])
+        loaded.append("source_ngram (its n-gram head)")
     if table is not None:
         net.known.load_state_dict(table.state_dict())
         loaded.append(f"known names ({len(table.fingerprints)} surnames)")
