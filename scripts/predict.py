@@ -48,6 +48,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--outputs", default="outputs", help="where 'latest' looks for runs (default outputs)")
     parser.add_argument("--evaluate", metavar="DIR",
                         help="score the checkpoint on its own held-out test split rebuilt from DIR")
+    parser.add_argument("--known-names", metavar="CACHE", help="with --evaluate: also score the test names found "
+                        "in this surnames cache (data/surnames) and those not found, apart")
     parser.add_argument("--card", action="store_true", help="print the model card stored in the checkpoint")
     args = parser.parse_intermixed_args(argv)
     if args.column and not args.file:
@@ -123,7 +125,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.evaluate:
             from nameorigin.evaluate import evaluate, format_report
 
-            print(format_report(evaluate(predictor, args.evaluate, args.batch_size)))
+            known = None
+            if args.known_names:
+                from nameorigin.known import name_key
+                from nameorigin.surnames import Surnames
+                from nameorigin.textnorm import DataError
+
+                try:
+                    known = {name_key(name) for name in Surnames(args.known_names, convert_if_missing=False).names}
+                except DataError as error:
+                    raise PredictError(f"--known-names: {error}") from None
+            print(format_report(evaluate(predictor, args.evaluate, args.batch_size, known)))
             return 0
         if args.column:
             from nameorigin.table import predict_table

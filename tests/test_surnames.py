@@ -199,6 +199,20 @@ def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_sur
                             "--format", "json"], cwd=tmp_path)
     assert predicted.returncode == 0, predicted.stderr
     assert [r["predictions"][0]["language"] for r in json.loads(predicted.stdout)] == ["Japanese", "Russian"]
+    # The same split computed outside the model (names-dataset keys as strings) gives the same scores.
+    from nameorigin.evaluate import evaluate
+    from nameorigin.known import name_key
+    from nameorigin.predict import Predictor
+
+    report = evaluate(Predictor.from_checkpoint(best), corpus, known_keys={name_key(n) for n in Surnames(cache).names})
+    printed = {line.split()[0]: float(line.split()[1]) for line in result.stdout.splitlines()
+               if line.startswith("  test/")}
+    assert report["in_pretrain"]["size"] > 0 and report["not_in_pretrain"]["size"] > 0
+    assert report["in_pretrain"]["accuracy"] == pytest.approx(printed["test/acc_in_pretrain"], abs=1e-4)
+    assert report["not_in_pretrain"]["accuracy"] == pytest.approx(printed["test/acc_not_in_pretrain"], abs=1e-4)
+    shown = run_script([str(ROOT / "scripts" / "predict.py"), str(best), "--evaluate", str(corpus),
+                        "--known-names", str(cache)], cwd=tmp_path)
+    assert shown.returncode == 0 and "found in names-dataset" in shown.stdout, shown.stderr
 
 
 @pytest.mark.parametrize("override, message", [

@@ -10,8 +10,21 @@ from nameorigin.data import DataError, read_corpus, split_by_name
 from nameorigin.predict import BATCH_SIZE, PredictError, Predictor
 
 
-def evaluate(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZE) -> dict:
-    """Accuracy, macro-F1, per-class F1 and the confusion matrix on the checkpoint's test split."""
+def scores(truth: torch.Tensor, preds: torch.Tensor, k: int) -> tuple[float, float, list[float], torch.Tensor]:
+    """Accuracy, macro-F1, per-class F1 and the confusion matrix."""
+    confusion = torch.bincount(truth * k + preds, minlength=k * k).view(k, k)
+    tp = confusion.diag().double()
+    precision = tp / confusion.sum(0).double().clamp_min(1)
+    recall = tp / confusion.sum(1).double().clamp_min(1)
+    f1 = 2 * precision * recall / (precision + recall).clamp_min(1e-12)
+    return float(tp.sum() / max(len(truth), 1)), float(f1.mean()), f1.tolist(), confusion
+
+
+def evaluate(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZE,
+             known_keys: set[str] | None = None) -> dict:
+    """Accuracy, macro-F1, per-class F1 and the confusion matrix on the checkpoint's test split; with
+    `known_keys` (nameorigin.known.name_key of every names-dataset surname) also for the test names found there
+    and for those not found."""
     settings = predictor.data_settings
     if not {"corpus_sha256", "split_seed", "split_fractions"} <= settings.keys():
         raise PredictError("this checkpoint holds no split settings: evaluate needs one written by train.py")
@@ -28,21 +41,32 @@ def evaluate(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZ
     preds = predictor.probabilities(encoded, batch_size).argmax(-1)
     truth = torch.tensor([index[language] for _, language in test])
     k = len(predictor.labels)
-    confusion = torch.bincount(truth * k + preds, minlength=k * k).view(k, k)
-    tp = confusion.diag().double()
-    precision = tp / confusion.sum(0).double().clamp_min(1)
-    recall = tp / confusion.sum(1).double().clamp_min(1)
-    f1 = 2 * precision * recall / (precision + recall).clamp_min(1e-12)
-    return {"size": len(test), "accuracy": float(tp.sum() / len(test)), "macro_f1": float(f1.mean()),
-            "per_class_f1": dict(zip(predictor.labels, f1.tolist(), strict=True)),
-            "labels": predictor.labels, "confusion": confusion.tolist()}
+    accuracy, macro_f1, f1, confusion = scores(truth, preds, k)
+    result = {"size": len(test), "accuracy": accuracy, "macro_f1": macro_f1,
+              "per_class_f1": dict(zip(predictor.labels, f1, strict=True)),
+              "labels": predictor.labels, "confusion": confusion.tolist()}
+    if known_keys is not None:
+        from nameorigin.known import name_key
+
+        found = torch.tensor([name_key(name) in known_keys for name, _ in test])
+        for subset, rows in (("in_pretrain", found), ("not_in_pretrain", ~found)):
+            accuracy, macro_f1, _, _ = scores(truth[rows], preds[rows], k)
+            result[subset] = {"size": int(rows.sum()), "accuracy": accuracy, "macro_f1": macro_f1}
+    return result
 
 
 def format_report(result: dict) -> str:
     labels = result["labels"]
     short = [label[:4] for label in labels]
     lines = [f"test split: {result['size']} names",
-             f"accuracy  {result['accuracy']:.4f}", f"macro-F1  {result['macro_f1']:.4f}", "", "per-class F1:"]
+             f"accuracy  {result['accuracy']:.4f}", f"macro-F1  {result['macro_f1']:.4f}"]
+    for subset in ("in_pretrain", "not_in_pretrain"):
+        if subset in result:
+            part = result[subset]
+            where = "found in" if subset == "in_pretrain" else "not found in"
+            lines.append(f"  {part['size']} names {where} names-dataset: accuracy {part['accuracy']:.4f}, "
+                         f"macro-F1 {part['macro_f1']:.4f}")
+    lines += ["", "per-class F1:"]
     lines += [f"  {label:<12} {score:.3f}" for label, score in result["per_class_f1"].items()]
     lines += ["", "confusion (rows true, columns predicted):", " " * 13 + " ".join(f"{s:>4}" for s in short)]
     lines += [f"  {label:<10} " + " ".join(f"{n:>4}" for n in row) for label, row in

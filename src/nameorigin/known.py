@@ -20,6 +20,11 @@ MAX_STEPS = 65  # powers for names up to 64 characters
 TOP = 10
 
 
+def name_key(name: str) -> str:
+    """What the lookup matches on, as a string: the name's ASCII letters, lower-cased."""
+    return "".join(c.lower() for c in name if c.isascii() and c.isalpha())
+
+
 def letter_codes(vocab: list[str]) -> torch.Tensor:
     """Per vocabulary entry: 1..26 for a letter (either case), 0 for anything else (dropped from the key)."""
     return torch.tensor([ord(c.lower()) - 96 if len(c) == 1 and c.isascii() and c.isalpha() else 0 for c in vocab])
