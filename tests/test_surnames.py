@@ -210,6 +210,7 @@ def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_sur
     assert report["in_pretrain"]["size"] > 0 and report["not_in_pretrain"]["size"] > 0
     assert report["in_pretrain"]["accuracy"] == pytest.approx(printed["test/acc_in_pretrain"], abs=1e-4)
     assert report["not_in_pretrain"]["accuracy"] == pytest.approx(printed["test/acc_not_in_pretrain"], abs=1e-4)
+    assert report["in_pretrain"]["macro_f1"] == pytest.approx(printed["test/macro_f1_in_pretrain"], abs=1e-4)
     shown = run_script([str(ROOT / "scripts" / "predict.py"), str(best), "--evaluate", str(corpus),
                         "--known-names", str(cache)], cwd=tmp_path)
     assert shown.returncode == 0 and "found in names-dataset" in shown.stdout, shown.stderr

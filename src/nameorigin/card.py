@@ -8,8 +8,6 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from nameorigin.atomic import write_atomically
 from nameorigin.checkpointing import update_checkpoint
 
@@ -55,7 +53,12 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         f"- One {hp['cell']} cell (hidden {hp['hidden_size']}, embedding {hp['embedding_dim'] or 'one-hot'}) "
         f"applied to every character with shared weights, a linear head on the last state, and {ngram}.",
         f"- Decision layer: logit adjustment tau = {hp.get('logit_adjustment', 0):g} against the training prior; "
-        f"temperature {calibration.get('temperature', 1.0):.3f} fitted on validation.", "",
+        f"temperature {calibration.get('temperature', 1.0):.3f} fitted on validation.",
+        *([f"- Fine-tuned from `{hp['init_from']}` (surnames pretraining): its embedding and cell start this model"
+           + ("; its country distribution is an input of the language head" if hp.get("source_classes") else "")
+           + (f"; the exact name's country shares are evidence when names-dataset holds the name "
+              f"({hp['known_names']:,} surnames)" if hp.get("known_names") else "") + "."]
+          if hp.get("init_from") else []), "",
         "## Data and provenance",
         f"- Corpus: `{manifest.get('root', '?')}` (the PyTorch tutorial names, "
         "https://download.pytorch.org/tutorial/data.zip), sha256 of the files "
@@ -66,7 +69,11 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         f"{manifest.get('sizes', {})}; every name is listed in the run's `split.json`.", "",
         "## Test metrics (held-out split, read once after training)",
         f"- Accuracy {percent(metrics.get('test/acc'))} (counting any of a name's languages as right: "
-        f"{percent(metrics.get('test/acc_any'))}); macro-F1 {metrics.get('test/macro_f1', float('nan')):.3f}.", "",
+        f"{percent(metrics.get('test/acc_any'))}); macro-F1 {metrics.get('test/macro_f1', float('nan')):.3f}.",
+        *([f"- Test names found in names-dataset: accuracy {percent(metrics['test/acc_in_pretrain'])}, macro-F1 "
+           f"{metrics['test/macro_f1_in_pretrain']:.3f}; not found: accuracy "
+           f"{percent(metrics['test/acc_not_in_pretrain'])}, macro-F1 {metrics['test/macro_f1_not_in_pretrain']:.3f}."]
+          if "test/acc_in_pretrain" in metrics else []), "",
         "| language | test names | F1 |", "|---|---|---|",
     ]
     for label in labels:
@@ -91,8 +98,7 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
     return "\n".join(lines)
 
 
-def write_model_card(output_dir: Path, checkpoint_path: str | Path, metrics: dict[str, Any],
-                     cfg: DictConfig | None = None) -> Path:
+def write_model_card(output_dir: Path, checkpoint_path: str | Path, metrics: dict[str, Any]) -> Path:
     """Render the card from the checkpoint and the run's metrics; write MODEL_CARD.md and embed it."""
     import torch
 

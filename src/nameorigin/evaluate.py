@@ -11,13 +11,15 @@ from nameorigin.predict import BATCH_SIZE, PredictError, Predictor
 
 
 def scores(truth: torch.Tensor, preds: torch.Tensor, k: int) -> tuple[float, float, list[float], torch.Tensor]:
-    """Accuracy, macro-F1, per-class F1 and the confusion matrix."""
+    """Accuracy, macro-F1, per-class F1 and the confusion matrix. Macro-F1 averages the languages that occur in
+    the truth or the predictions (as torchmetrics does), so a subset without some language is not penalized."""
     confusion = torch.bincount(truth * k + preds, minlength=k * k).view(k, k)
     tp = confusion.diag().double()
     precision = tp / confusion.sum(0).double().clamp_min(1)
     recall = tp / confusion.sum(1).double().clamp_min(1)
     f1 = 2 * precision * recall / (precision + recall).clamp_min(1e-12)
-    return float(tp.sum() / max(len(truth), 1)), float(f1.mean()), f1.tolist(), confusion
+    present = (confusion.sum(0) + confusion.sum(1)) > 0
+    return float(tp.sum() / max(len(truth), 1)), float(f1[present].mean()), f1.tolist(), confusion
 
 
 def evaluate(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZE,

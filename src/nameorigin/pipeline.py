@@ -88,19 +88,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if ckpt_path is not None:  # before the model is built from this corpus' vocabulary
         state = torch.load(ckpt_path, map_location="cpu", weights_only=True).get(type(datamodule).__name__, {})
         datamodule.load_state_dict(state)
-    weights = cfg.model.get("class_weights")
-    extra = {"class_weights": datamodule.class_weights(weights)} if isinstance(weights, str) else {}
-    if getattr(datamodule, "label_names", None):
-        extra["label_names"] = datamodule.label_names
-    table = None
-    if pretrained is not None:
-        arguments, table = transfer.model_arguments(pretrained, cfg.model)
-        extra.update(arguments)
-    model = build(cfg, "model", vocab=datamodule.vocab, labels=datamodule.labels,
-                  class_prior=datamodule.class_prior(), **extra)
-    if pretrained is not None:
-        log.info("fine-tuning from %s: loaded %s", cfg.model.init_from,
-                 ", ".join(transfer.initialize(model.net, pretrained, table)))
+    model = build_model(cfg, datamodule, pretrained)
     callbacks = instantiate_all(cfg.get("callbacks"), "callbacks")
     loggers = instantiate_all(cfg.get("logger"), "logger")
     trainer: pl.Trainer = build(cfg, "trainer", callbacks=[*callbacks, RNGState()], logger=loggers or False,
@@ -125,9 +113,28 @@ def train(cfg: DictConfig) -> dict[str, float]:
         metrics["best_checkpoint"] = best
     if trainer.is_global_zero:
         if best and cfg.get("card", {}).get("enabled"):
-            write_model_card(output_dir, best, metrics, cfg)
+            write_model_card(output_dir, best, metrics)
         report(metrics, output_dir)
     return metrics
+
+
+def build_model(cfg: DictConfig, datamodule: pl.LightningDataModule, pretrained: dict | None) -> pl.LightningModule:
+    """The model config plus what the data decides (vocabulary, labels, prior, weights) and, when fine-tuning,
+    what the pretrained checkpoint brings (loaded into the new model here)."""
+    weights = cfg.model.get("class_weights")
+    extra = {"class_weights": datamodule.class_weights(weights)} if isinstance(weights, str) else {}
+    if getattr(datamodule, "label_names", None):
+        extra["label_names"] = datamodule.label_names
+    table = None
+    if pretrained is not None:
+        arguments, table = transfer.model_arguments(pretrained, cfg.model)
+        extra.update(arguments)
+    model = build(cfg, "model", vocab=datamodule.vocab, labels=datamodule.labels,
+                  class_prior=datamodule.class_prior(), **extra)
+    if pretrained is not None:
+        log.info("fine-tuning from %s: loaded %s", cfg.model.init_from,
+                 ", ".join(transfer.initialize(model.net, pretrained, table)))
+    return model
 
 
 def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningDataModule, path: str,
