@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nameorigin.export import FORMATS, export_model
+from nameorigin.export import FORMATS, export_model, onnx_limitation
 from nameorigin.predict import PredictError, Predictor
 
 
@@ -18,17 +18,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint", help="a .ckpt written by train.py")
     parser.add_argument("--out", default="model", help="path stem of the files to write (default: model)")
-    parser.add_argument("--formats", default=",".join(FORMATS),
-                        help=f"comma-separated, from {', '.join(FORMATS)} (default: both; onnx needs the [export] "
+    parser.add_argument("--formats", help=f"comma-separated, from {', '.join(FORMATS)} (default: both, or pt2 alone "
+                        "for a model with the known-name lookup, which ONNX cannot express; onnx needs the [export] "
                         "extra)")
     args = parser.parse_args(argv)
-    formats = tuple(f for f in args.formats.split(",") if f)
+    formats = tuple(f for f in (args.formats or ",".join(FORMATS)).split(",") if f)
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:
         parser.error(f"--formats {args.formats}: choose from {', '.join(FORMATS)}")
     try:
-        written = export_model(Predictor.from_checkpoint(args.checkpoint), args.out, formats)
-    except PredictError as error:
+        predictor = Predictor.from_checkpoint(args.checkpoint)
+        if args.formats is None and onnx_limitation(predictor.net):
+            print(f"note: no ONNX file: {onnx_limitation(predictor.net)}", file=sys.stderr)
+            formats = ("pt2",)
+        written = export_model(predictor, args.out, formats)
+    except (PredictError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except ImportError as error:

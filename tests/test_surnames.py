@@ -214,6 +214,15 @@ def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_sur
     shown = run_script([str(ROOT / "scripts" / "predict.py"), str(best), "--evaluate", str(corpus),
                         "--known-names", str(cache)], cwd=tmp_path)
     assert shown.returncode == 0 and "found in names-dataset" in shown.stdout, shown.stderr
+    # The known-name lookup exports as a torch.export program (agreeing to 1e-5); ONNX is refused, cleanly.
+    export = str(ROOT / "scripts" / "export.py")
+    refused = run_script([export, str(best), "--out", str(tmp_path / "x" / "m"), "--formats", "onnx"], cwd=tmp_path)
+    assert refused.returncode == 2 and "searchsorted" in refused.stderr and not (tmp_path / "x").exists()
+    written = run_script([export, str(best), "--out", str(tmp_path / "e" / "m")], cwd=tmp_path)
+    assert written.returncode == 0 and sorted(p.name for p in (tmp_path / "e").iterdir()) == ["m.json", "m.pt2"]
+    ours, served = Predictor.from_checkpoint(best), Predictor.load(tmp_path / "e" / "m.pt2")
+    encoded = [ours.encode(n)[0] for n in ["Kanemoto", "Muller", "De La Cruz", "Pavlovsky", "Zzz"]]
+    torch.testing.assert_close(served.probabilities(encoded), ours.probabilities(encoded), atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("override, message", [

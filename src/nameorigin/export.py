@@ -37,12 +37,10 @@ class ExportableCharRNN(nn.Module):
         net = net.eval()
         with torch.no_grad():  # each character's input projection, as the inference loop uses it
             self.register_buffer("table", net.projection_table(net.cell.bias_ih).detach().clone())
-        self.cell, self.head, self.ngram = net.cell, net.head, net.ngram
-        self.register_buffer("logit_offset", net.logit_offset.detach().clone())
-        self.register_buffer("temperature", net.temperature.detach().clone())
+        self.net = net  # its readout (heads, n-grams, known names) and decision layer are used as they are
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        cell = self.cell
+        cell = self.net.cell
         inputs = F.embedding(tokens, self.table).transpose(0, 1)  # [T, B, G*H]
         steps = torch.arange(tokens.shape[1], device=tokens.device)[:, None].expand(-1, tokens.shape[0])
 
@@ -55,10 +53,7 @@ class ExportableCharRNN(nn.Module):
 
         zeros = inputs.new_zeros(tokens.shape[0], cell.hidden_size)
         (h, _), _ = scan(step, (zeros, zeros.clone()), (inputs, steps))
-        logits = self.head(h)
-        if self.ngram is not None:
-            logits = logits + self.ngram(tokens, lengths)
-        return (logits + self.logit_offset) / self.temperature
+        return self.net.decide(self.net.readout(h, tokens, lengths))
 
 
 def example_inputs() -> tuple[torch.Tensor, torch.Tensor]:
@@ -74,31 +69,38 @@ def sidecar_path(model_path: str | Path) -> Path:
     return Path(model_path).with_suffix(".json")
 
 
+def onnx_limitation(net: CharRNN) -> str | None:
+    """Why this model cannot be ONNX, or None: ONNX has no searchsorted for the known-name lookup."""
+    if net.known is not None:
+        return "the known-name lookup (searchsorted) has no ONNX operator: export it with --formats pt2"
+    return None
+
+
 def export_model(predictor: Any, stem: str | Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
-    """Write `stem`.pt2 and/or `stem`.onnx, and `stem`.json beside them. Returns the paths written."""
+    """Write `stem`.pt2 and/or `stem`.onnx, and `stem`.json beside them. Every program is built before the
+    first file is written, so a failed export leaves no file behind. Returns the paths written."""
     stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
+    if "onnx" in formats and onnx_limitation(predictor.net):
+        raise ValueError(f"cannot write ONNX for this model: {onnx_limitation(predictor.net)}")
     module = ExportableCharRNN(predictor.net.cpu()).eval()
     program = torch.export.export(module, example_inputs(), dynamic_shapes=dynamic_shapes())
-    written = []
+    writers = {}
     if "pt2" in formats:
-        path = stem.with_suffix(".pt2")
-        write_atomically(path, lambda p: torch.export.save(program, str(p)))
-        written.append(path)
+        writers[stem.with_suffix(".pt2")] = lambda p: torch.export.save(program, str(p))
     if "onnx" in formats:
         import onnxscript  # noqa: F401  (the exporter needs it: fail here with its name, before any file)
 
         logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)  # torchvision ops
         onnx_program = torch.onnx.export(program, example_inputs(), dynamo=True, input_names=["tokens", "lengths"],
                                          output_names=["logits"], verbose=False)
-        path = stem.with_suffix(".onnx")
-        write_atomically(path, lambda p: onnx_program.save(str(p), external_data=False))
-        written.append(path)
+        writers[stem.with_suffix(".onnx")] = lambda p: onnx_program.save(str(p), external_data=False)
     meta = {"format": "nameorigin-export-2", "vocab": predictor.vocab, "labels": predictor.labels,
-            "normalize": predictor.normalize, "calibration": predictor.calibration}
-    sidecar = sidecar_path(stem.with_suffix(".pt2"))
-    write_atomically(sidecar, lambda p: p.write_text(json.dumps(meta, ensure_ascii=False)))
-    return [*written, sidecar]
+            "normalize": predictor.normalize, "calibration": predictor.calibration,
+            "label_names": None if predictor.label_names is None else list(predictor.label_names.values())}
+    writers[sidecar_path(stem.with_suffix(".pt2"))] = lambda p: p.write_text(json.dumps(meta, ensure_ascii=False))
+    for path, write in writers.items():
+        write_atomically(path, write)
+    return list(writers)
 
 
 class ExportedNet:

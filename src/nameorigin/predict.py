@@ -122,7 +122,7 @@ class Predictor:
             raise PredictError(f"exported model {path} could not be read ({type(error).__name__}): "
                                "export it again") from None
         return cls(net, meta["vocab"], meta["labels"], meta.get("normalize", "ascii"), "cpu",
-                   calibration=meta.get("calibration"), calibrated=calibrated)
+                   calibration=meta.get("calibration"), calibrated=calibrated, label_names=meta.get("label_names"))
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", calibrated: bool = True) -> Predictor:
