@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
-import shutil
-import tempfile
-import urllib.request
-import zipfile
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -20,9 +15,8 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from nameorigin.atomic import write_atomically
+from nameorigin.download import CORPUS_URL, download_corpus
 from nameorigin.textnorm import NORMALIZERS, DataError, build_vocab, encode, normalize_name
-
-CORPUS_URL = "https://download.pytorch.org/tutorial/data.zip"
 
 
 def is_label_file(path: Path) -> bool:
@@ -64,37 +58,6 @@ def read_corpus(root: str | Path, normalize: str = "ascii") -> tuple[list[tuple[
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
         pairs.update((name, path.stem) for name in read_label_file(path, normalize))
     return sorted(pairs), digest.hexdigest()
-
-
-def download_corpus(root: str | Path, url: str = CORPUS_URL) -> Path:
-    """Fetch the tutorial zip into a temp file, check it, then move `names/*.txt` into `root` in one rename."""
-    root = Path(root)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=root.parent, prefix=".download-") as tmp:
-        archive = Path(tmp) / "data.zip"
-        try:
-            with urllib.request.urlopen(url, timeout=60) as response, archive.open("wb") as out:
-                shutil.copyfileobj(response, out)
-        except OSError as error:
-            raise DataError(
-                f"could not download the corpus from {url} ({error}): put the <Language>.txt files "
-                f"in {root} or pass data.root=<folder>"
-            ) from None
-        try:
-            with zipfile.ZipFile(archive) as zf:
-                members = [m for m in zf.namelist() if m.endswith(".txt") and "/names/" in f"/{m}"]
-                if not members:
-                    raise DataError(f"{url} holds no names/*.txt: pass data.root=<folder of <Language>.txt>")
-                staged = Path(tmp) / "names"
-                staged.mkdir()
-                for member in members:
-                    (staged / Path(member).name).write_bytes(zf.read(member))
-        except (zipfile.BadZipFile, EOFError, OSError) as error:
-            raise DataError(f"{url} is not a valid zip ({error}): retry, or put the files in {root}") from None
-        if root.exists() and not any(root.iterdir()):
-            root.rmdir()
-        os.replace(staged, root)
-    return root
 
 
 def split_by_name(
@@ -221,7 +184,35 @@ def bucket_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int, datam
                       persistent_workers=num_workers > 0, generator=torch.Generator().manual_seed(seed))
 
 
-class NamesDataModule(pl.LightningDataModule):
+class BucketedDataModule(pl.LightningDataModule):
+    """What every corpus' DataModule shares: bucketed loaders over `self.datasets` and the split manifest.
+    Subclasses set datasets, batch_size, split_seed and num_workers, and define manifest()."""
+
+    datasets: dict[str, Any]
+    batch_size: int
+    split_seed: int
+    num_workers: int
+
+    def manifest(self) -> dict:
+        raise NotImplementedError
+
+    def write_manifest(self, path: str | Path) -> Path:
+        return write_atomically(path, lambda tmp: tmp.write_text(json.dumps(self.manifest(), indent=1)))
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        return bucket_loader(self.datasets[split], self.batch_size, shuffle, self.split_seed, self, self.num_workers)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)
+
+
+class NamesDataModule(BucketedDataModule):
     """Reads `<Language>.txt` files under `root`, splits leakage-free, and serves length-bucketed batches."""
 
     def __init__(self, root: str = "data/names", url: str = CORPUS_URL, normalize: str = "ascii",
@@ -304,18 +295,3 @@ class NamesDataModule(pl.LightningDataModule):
         if self.splits and state.get("split_seed") != self.split_seed:
             raise DataError(f"data.split_seed={self.split_seed} differs from the checkpoint's "
                             f"{state.get('split_seed')}: resume with the same split")
-
-    def write_manifest(self, path: str | Path) -> Path:
-        return write_atomically(path, lambda tmp: tmp.write_text(json.dumps(self.manifest(), indent=1)))
-
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        return bucket_loader(self.datasets[split], self.batch_size, shuffle, self.split_seed, self, self.num_workers)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)

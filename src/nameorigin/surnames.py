@@ -24,12 +24,10 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader
 
 from nameorigin.atomic import write_atomically
-from nameorigin.data import bucket_loader, split_by_name
+from nameorigin.data import BucketedDataModule, split_by_name
 from nameorigin.textnorm import PAD, UNK, DataError
 
 TOP = 10  # names-dataset keeps at most 10 countries per name
@@ -179,7 +177,7 @@ class EncodedSurnames(torch.utils.data.Dataset):
         return self.tokens[idx, : int(lengths.max())].long(), lengths, shares.argmax(1), shares
 
 
-class SurnamesDataModule(pl.LightningDataModule):
+class SurnamesDataModule(BucketedDataModule):
     """Surnames -> country shares, split by name string and stratified by each name's most common country."""
 
     def __init__(self, cache: str = "data/surnames", split_fractions: tuple[float, ...] = (0.98, 0.01, 0.01),
@@ -229,9 +227,6 @@ class SurnamesDataModule(pl.LightningDataModule):
                 "sizes": {s: len(r) for s, r in self.splits.items()},
                 "held_out": {s: [self.corpus.names[r] for r in self.splits[s]] for s in ("val", "test")}}
 
-    def write_manifest(self, path: str | Path) -> Path:
-        return write_atomically(path, lambda tmp: tmp.write_text(json.dumps(self.manifest(), indent=1)))
-
     def state_dict(self) -> dict:
         return {"corpus_sha256": self.corpus_sha256, "split_seed": self.split_seed,
                 "split_fractions": self.split_fractions, "limit": self.limit, "normalize": "ascii"}
@@ -239,15 +234,3 @@ class SurnamesDataModule(pl.LightningDataModule):
     def load_state_dict(self, state: dict) -> None:
         if self.splits and state.get("corpus_sha256") != self.corpus_sha256:
             raise DataError(f"data.cache={self.cache} differs from the corpus this checkpoint was trained on")
-
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        return bucket_loader(self.datasets[split], self.batch_size, shuffle, self.split_seed, self, self.num_workers)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)
