@@ -28,8 +28,8 @@ class NameClassifier(pl.LightningModule):
                  ngram_buckets: int = 0, ngram_max: int = 4, logit_adjustment: float = 0.0,
                  class_prior: Sequence[float] | None = None, soft_targets: bool = False,
                  label_names: Sequence[str] | None = None, source_classes: int = 0, source_ngram_buckets: int = 0,
-                 known_names: int = 0,
-                 known_countries: int = 0, init_from: str | None = None, pretrained_lr_scale: float = 1.0,
+                 known_names: int = 0, known_countries: int = 0, init_from: str | None = None,
+                 pretrained_lr_scale: float = 1.0,
                  transfer_features: bool = True, known_names_cache: str | None = None,
                  optimizer: Callable | None = None, scheduler: Callable | None = None):
         super().__init__()
@@ -48,8 +48,8 @@ class NameClassifier(pl.LightningModule):
              "soft_targets": bool(soft_targets),
              "label_names": None if label_names is None else [str(name) for name in label_names],
              "source_classes": int(source_classes), "source_ngram_buckets": int(source_ngram_buckets),
-             "known_names": int(known_names),
-             "known_countries": int(known_countries), "init_from": None if init_from is None else str(init_from),
+             "known_names": int(known_names), "known_countries": int(known_countries),
+             "init_from": None if init_from is None else str(init_from),
              "pretrained_lr_scale": float(pretrained_lr_scale), "transfer_features": bool(transfer_features),
              "known_names_cache": None if known_names_cache is None else str(known_names_cache)}
         )
