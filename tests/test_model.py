@@ -201,3 +201,21 @@ def test_logit_adjustment_offsets_by_the_log_prior():
     torch.testing.assert_close(offset, expected - expected.mean())
     with pytest.raises(ValueError, match="class_prior"):
         NameClassifier(["<pad>", "<unk>", "a"], ["A", "B", "C"], logit_adjustment=0.5)
+
+
+@pytest.mark.parametrize("evidence_hidden, solvable", [(0, False), (16, True)])
+def test_the_evidence_hidden_layer_combines_countries(evidence_hidden, solvable):
+    # Shares all in country 0 or all in country 1 mean language 0; shared half-half means language 1. The
+    # logit difference of a linear evidence head is linear in s0 (s1 = 1 - s0), so it cannot get all three.
+    torch.manual_seed(0)
+    model = CharRNN(12, 2, hidden_size=4, embedding_dim=2, known_names=3, known_countries=2,
+                    evidence_hidden=evidence_hidden)
+    shares = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [0.5, 0.5, 1.0]])
+    languages = torch.tensor([0, 0, 1])
+    optimizer = torch.optim.Adam(model.evidence_head.parameters(), lr=0.05)
+    for _ in range(300):
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model.evidence_head(shares), languages).backward()
+        optimizer.step()
+    correct = int((model.evidence_head(shares).argmax(-1) == languages).sum())
+    assert (correct == 3) == solvable, correct

@@ -115,7 +115,7 @@ class CharRNN(nn.Module):
     def __init__(self, vocab_size: int, num_classes: int, cell: str = "gru", hidden_size: int = 256,
                  embedding_dim: int = 64, dropout: float = 0.0, impl: str = "autograd", input_dropout: float = 0.0,
                  ngram_buckets: int = 0, ngram_max: int = 4, source_classes: int = 0, source_ngram_buckets: int = 0,
-                 known_names: int = 0, known_countries: int = 0):
+                 known_names: int = 0, known_countries: int = 0, evidence_hidden: int = 0):
         super().__init__()
         check_cell(cell)
         if impl not in IMPLS:
@@ -144,7 +144,10 @@ class CharRNN(nn.Module):
             if not known_countries:
                 raise ValueError("known_names needs known_countries: the number of countries in the table")
             self.known = KnownNames(vocab_size, known_countries, known_names)
-            self.evidence_head = nn.Linear(known_countries + 1, num_classes)
+            # A hidden layer lets the evidence combine countries (a share of both GB and IE is not the sum of each).
+            self.evidence_head = nn.Sequential(nn.Linear(known_countries + 1, evidence_hidden), nn.ReLU(),
+                                               nn.Linear(evidence_hidden, num_classes)) if evidence_hidden \
+                else nn.Linear(known_countries + 1, num_classes)
         self.register_buffer("logit_offset", torch.zeros(num_classes))
         self.register_buffer("temperature", torch.ones(()))
         self.capture: StepCapture | None = None

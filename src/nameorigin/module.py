@@ -28,7 +28,8 @@ class NameClassifier(pl.LightningModule):
                  ngram_buckets: int = 0, ngram_max: int = 4, logit_adjustment: float = 0.0,
                  class_prior: Sequence[float] | None = None, soft_targets: bool = False,
                  label_names: Sequence[str] | None = None, source_classes: int = 0, source_ngram_buckets: int = 0,
-                 known_names: int = 0, known_countries: int = 0, init_from: str | None = None,
+                 known_names: int = 0, known_countries: int = 0, evidence_hidden: int = 0,
+                 init_from: str | None = None,
                  pretrained_lr_scale: float = 1.0,
                  transfer_features: bool = True, known_names_cache: str | None = None,
                  optimizer: Callable | None = None, scheduler: Callable | None = None):
@@ -49,13 +50,14 @@ class NameClassifier(pl.LightningModule):
              "label_names": None if label_names is None else [str(name) for name in label_names],
              "source_classes": int(source_classes), "source_ngram_buckets": int(source_ngram_buckets),
              "known_names": int(known_names), "known_countries": int(known_countries),
+             "evidence_hidden": int(evidence_hidden),
              "init_from": None if init_from is None else str(init_from),
              "pretrained_lr_scale": float(pretrained_lr_scale), "transfer_features": bool(transfer_features),
              "known_names_cache": None if known_names_cache is None else str(known_names_cache)}
         )
         self.net = CharRNN(len(vocab), len(labels), cell, int(hidden_size), int(embedding_dim), float(dropout), impl,
                            float(input_dropout), int(ngram_buckets), int(ngram_max), int(source_classes),
-                           int(source_ngram_buckets), int(known_names), int(known_countries))
+                           int(source_ngram_buckets), int(known_names), int(known_countries), int(evidence_hidden))
         if logit_adjustment:  # post-hoc logit adjustment (Menon et al. 2021): rare languages get a fairer share
             offset = [-float(logit_adjustment) * math.log(p) for p in class_prior]
             self.net.logit_offset.copy_(torch.tensor(offset) - sum(offset) / len(offset))

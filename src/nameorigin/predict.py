@@ -21,8 +21,9 @@ from nameorigin.textnorm import UNK, normalize_name
 
 MAX_NAME_LENGTH = 64  # longer input is not a name (the corpus' longest has 20 characters): it is explained, not cut
 MODEL_ARGS = ("cell", "hidden_size", "embedding_dim")
+# Absent from checkpoints written before them:
 OPTIONAL_MODEL_ARGS = {"ngram_buckets": 0, "ngram_max": 4, "source_classes": 0, "source_ngram_buckets": 0,
-                       "known_names": 0, "known_countries": 0}  # absent from checkpoints written before them
+                       "known_names": 0, "known_countries": 0, "evidence_hidden": 0}
 EXPORTED_SUFFIXES = (".pt2", ".onnx")
 BATCH_SIZE = 1024  # names per forward pass: the fastest of 512/1024/2048 here (GRU 256, 2 CPU threads)
 
