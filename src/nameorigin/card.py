@@ -57,7 +57,9 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         *([f"- Fine-tuned from `{hp['init_from']}` (surnames pretraining): its embedding and cell start this model"
            + ("; its country distribution is an input of the language head" if hp.get("source_classes") else "")
            + (f"; the exact name's country shares are evidence when names-dataset holds the name "
-              f"({hp['known_names']:,} surnames)" if hp.get("known_names") else "") + "."]
+              f"({hp['known_names']:,} surnames" + (f", through a hidden layer of {hp['evidence_hidden']}"
+                                                   if hp.get("evidence_hidden") else "") + ")"
+              if hp.get("known_names") else "") + "."]
           if hp.get("init_from") else []), "",
         "## Data and provenance",
         f"- Corpus: `{manifest.get('root', '?')}` (the PyTorch tutorial names, "
