@@ -100,7 +100,23 @@ def pad_batch(encoded: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Ten
     return tokens, lengths
 
 
-class EncodedNames(torch.utils.data.Dataset):
+class EncodedRows(torch.utils.data.Dataset):
+    """Names as one padded token tensor (subclasses set names, tokens, lengths): the sampler yields row indices."""
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+    def rows(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(row indices, int64 tokens trimmed to the batch's longest name, lengths)."""
+        idx = torch.tensor(indices, dtype=torch.long)
+        lengths = self.lengths[idx]
+        return idx, self.tokens[idx, : int(lengths.max())].long(), lengths
+
+
+class EncodedNames(EncodedRows):
     """Names encoded once up front so the loader only slices tensors."""
 
     def __init__(self, pairs: Sequence[tuple[str, str]], char_to_index: dict[str, int], labels: list[str]):
@@ -117,17 +133,10 @@ class EncodedNames(torch.utils.data.Dataset):
         for row, name in enumerate(self.names):
             self.languages[row, languages_of[name]] = True
 
-    def __len__(self) -> int:
-        return len(self.names)
-
-    def __getitem__(self, index: int) -> int:
-        return index
-
     def collate(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(tokens, lengths, targets, languages): languages[i, k] is True when language k is one of name i's."""
-        idx = torch.tensor(indices, dtype=torch.long)
-        lengths = self.lengths[idx]
-        return self.tokens[idx, : int(lengths.max())], lengths, self.targets[idx], self.languages[idx]
+        idx, tokens, lengths = self.rows(indices)
+        return tokens, lengths, self.targets[idx], self.languages[idx]
 
 
 class BucketBatchSampler(Sampler[list[int]]):

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from nameorigin.atomic import write_atomically
-from nameorigin.data import BucketedDataModule, split_by_name
+from nameorigin.data import BucketedDataModule, EncodedRows, split_by_name
 from nameorigin.textnorm import PAD, UNK, DataError
 
 TOP = 10  # names-dataset keeps at most 10 countries per name
@@ -148,11 +148,11 @@ class Surnames:
         return dense.scatter_add_(1, index, self.top_share[rows])[:, :-1]
 
 
-class EncodedSurnames(torch.utils.data.Dataset):
+class EncodedSurnames(EncodedRows):
     """Rows of the cache, encoded once as uint8 tokens (the vocabulary is printable ASCII)."""
 
     def __init__(self, corpus: Surnames, rows: list[int], char_to_index: dict[str, int]):
-        self.corpus, self.rows = corpus, torch.tensor(rows, dtype=torch.long)
+        self.corpus, self.cache_rows = corpus, torch.tensor(rows, dtype=torch.long)
         self.names = names = [corpus.names[r] for r in rows]
         self.lengths = torch.tensor([len(n) for n in names], dtype=torch.long)
         width = int(self.lengths.max()) if names else 1
@@ -163,18 +163,11 @@ class EncodedSurnames(torch.utils.data.Dataset):
         padded = np.frombuffer("".join(n.ljust(width, "\0") for n in names).encode("ascii"), dtype=np.uint8)
         self.tokens = torch.from_numpy(table[padded].reshape(len(names), width))  # "\0" maps to <pad> = 0
 
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, index: int) -> int:
-        return index
-
     def collate(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(tokens, lengths, most common country, country shares)."""
-        idx = torch.tensor(indices, dtype=torch.long)
-        lengths = self.lengths[idx]
-        shares = self.corpus.shares(self.rows[idx])
-        return self.tokens[idx, : int(lengths.max())].long(), lengths, shares.argmax(1), shares
+        idx, tokens, lengths = self.rows(indices)
+        shares = self.corpus.shares(self.cache_rows[idx])
+        return tokens, lengths, shares.argmax(1), shares
 
 
 class SurnamesDataModule(BucketedDataModule):
