@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--formats {args.formats}: choose from {', '.join(FORMATS)}")
     try:
         predictor = Predictor.from_checkpoint(args.checkpoint)
-        if args.formats is None and onnx_limitation(predictor.net):
-            print(f"note: no ONNX file: {onnx_limitation(predictor.net)}", file=sys.stderr)
+        if args.formats is None and (reason := onnx_limitation(predictor.net)):
+            print(f"note: no ONNX file: {reason}", file=sys.stderr)
             formats = ("pt2",)
         written = export_model(predictor, args.out, formats)
     except (PredictError, ValueError) as error:

@@ -80,8 +80,8 @@ def export_model(predictor: Any, stem: str | Path, formats: tuple[str, ...] = FO
     """Write `stem`.pt2 and/or `stem`.onnx, and `stem`.json beside them. Every program is built before the
     first file is written, so a failed export leaves no file behind. Returns the paths written."""
     stem = Path(stem)
-    if "onnx" in formats and onnx_limitation(predictor.net):
-        raise ValueError(f"cannot write ONNX for this model: {onnx_limitation(predictor.net)}")
+    if "onnx" in formats and (reason := onnx_limitation(predictor.net)):
+        raise ValueError(f"cannot write ONNX for this model: {reason}")
     module = ExportableCharRNN(predictor.net.cpu()).eval()
     program = torch.export.export(module, example_inputs(), dynamic_shapes=dynamic_shapes())
     writers = {}

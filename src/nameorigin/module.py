@@ -29,8 +29,7 @@ class NameClassifier(pl.LightningModule):
                  class_prior: Sequence[float] | None = None, soft_targets: bool = False,
                  label_names: Sequence[str] | None = None, source_classes: int = 0, source_ngram_buckets: int = 0,
                  known_names: int = 0, known_countries: int = 0, evidence_hidden: int = 0,
-                 init_from: str | None = None,
-                 pretrained_lr_scale: float = 1.0,
+                 init_from: str | None = None, pretrained_lr_scale: float = 1.0,
                  transfer_features: bool = True, known_names_cache: str | None = None,
                  optimizer: Callable | None = None, scheduler: Callable | None = None):
         super().__init__()
