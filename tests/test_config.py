@@ -81,6 +81,21 @@ def test_multirun_sweeps_cells_into_one_sweep_folder(tmp_path):
     assert all((j / "checkpoints" / "last.ckpt").is_file() for j in jobs)
 
 
+@pytest.mark.parametrize("impl", ["autograd", "bptt"])
+def test_gpu_trainer_settings_train_end_to_end_on_the_cpu(tmp_path, impl):
+    """trainer=gpu's bf16-mixed precision, with only the accelerator swapped (TINY): the first run on a real GPU
+    crashed in validation's sanity check, since autocast handed bptt.py bf16 tensors."""
+    corpus = write_corpus(tmp_path / "names")
+    result = train(tmp_path, "trainer=gpu", f"data.root={corpus}", *TINY, f"model.impl={impl}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "bfloat16 Automatic Mixed Precision" in result.stdout + result.stderr
+    (run,) = run_dirs(tmp_path)
+    events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0}).Reload()
+    residuals = [e.value for e in events.Scalars("grad_accum/weight_hh/residual")]
+    assert residuals and max(residuals) < 1e-5, residuals
+    assert {"test/acc", "calibration/temperature"} <= set(events.Tags()["scalars"])
+
+
 @pytest.mark.slow
 def test_ddp_cpu_two_processes_train_and_log_once(tmp_path):
     corpus = write_corpus(tmp_path / "names")

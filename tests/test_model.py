@@ -73,6 +73,30 @@ def test_inference_path_equals_the_training_path(cell, embedding_dim):
     torch.testing.assert_close(fast, reference.detach(), atol=2e-6, rtol=0)
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("cell", list(GATES))
+def test_bf16_autocast_keeps_the_recurrence_in_float32(cell, impl):
+    """trainer=gpu trains under bf16 autocast: the recurrent state must not be rounded to bf16 (nor crash
+    bptt.py's float32 buffers, as the inference path once did on the GPU), while the heads may run in bf16."""
+    torch.manual_seed(0)
+    model = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl, ngram_buckets=64)
+    tokens, lengths = batch()
+    for training in (True, False):
+        model.train(training)
+        with torch.set_grad_enabled(training):  # eval without grad: bptt.final_state, the path that crashed
+            torch.manual_seed(1)  # the same dropout masks for both passes
+            reference, reference_logits = model.encode(tokens, lengths), model(tokens, lengths)
+            torch.manual_seed(1)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                mixed, logits = model.encode(tokens, lengths), model(tokens, lengths)
+            torch.testing.assert_close(mixed, reference, atol=0, rtol=0)
+            torch.testing.assert_close(logits.float(), reference_logits, atol=0.02, rtol=0.02)  # the bf16 head
+            assert not torch.equal(logits.float(), reference_logits)  # autocast did reach the head
+            if training:
+                logits.float().sum().backward()
+                assert model.cell.weight_hh.grad.dtype == torch.float32 and model.cell.weight_hh.grad.norm() > 0
+
+
 def test_unknown_cell_lists_the_valid_names():
     with pytest.raises(ValueError, match="unknown cell 'transformer': choose one of rnn, gru, lstm"):
         CharRNN(10, 2, cell="transformer")

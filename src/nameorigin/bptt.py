@@ -176,7 +176,6 @@ class CellLoop(torch.autograd.Function):
     batch_sizes[t]: how many names are still running at step t."""
 
     @staticmethod
-    @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)  # buffers and backward stay float32
     def forward(ctx: Any, gi: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor | None, kind: str,
                 lengths: torch.Tensor, batch_sizes: list[int], record: Any) -> torch.Tensor:
         hs, acts, extra = _forward(kind, gi, weight_hh, bias_hh, batch_sizes)
@@ -186,7 +185,6 @@ class CellLoop(torch.autograd.Function):
         return hs[lengths, torch.arange(gi.shape[1], device=hs.device)]
 
     @staticmethod
-    @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx: Any, grad_h: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         hs, acts, weight_hh, *rest = ctx.saved_tensors
         grad_gi, grad_gh = _backward(ctx.kind, grad_h, hs, acts, rest[0] if rest else None, weight_hh,

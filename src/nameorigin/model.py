@@ -182,7 +182,14 @@ class CharRNN(nn.Module):
         return F.linear(self.embed(vocab), self.cell.weight_ih, bias)
 
     def encode(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False) -> torch.Tensor:
-        """Final hidden state of each name, taken at its own last character. tokens: [B, T], lengths: [B]."""
+        """Final hidden state of each name, taken at its own last character. tokens: [B, T], lengths: [B].
+        Under mixed precision (trainer=gpu's bf16-mixed) the recurrence still runs in the weights' dtype:
+        bptt.py's buffers are allocated in it, a bf16 state would be rounded again at every character, and the
+        gradient-accumulation check compares float32 sums. Only the heads after it run in bf16."""
+        with torch.autocast(tokens.device.type, enabled=False):
+            return self._encode(tokens, lengths, capture)
+
+    def _encode(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool) -> torch.Tensor:
         if self.impl == "bptt" or not (capture or torch.is_grad_enabled()):  # no graph: the sorted loop is faster
             return self._encode_sorted(tokens, lengths, capture)
         cell = self.cell
