@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 def gradient_horizon(norms: torch.Tensor, mass: float = 0.9) -> int:
     """Smallest number of final characters whose contributions hold `mass` of the summed norm."""
     shares = torch.cumsum(norms, 0) / norms.sum().clamp_min(1e-30)
-    return int(torch.searchsorted(shares, torch.tensor(mass, dtype=shares.dtype) - 1e-12).item()) + 1
+    return int(torch.searchsorted(shares, shares.new_tensor(mass) - 1e-12).item()) + 1
 
 
 class GradAccumulationLogger(Callback):
