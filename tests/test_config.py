@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import ROOT, TINY, run_dirs, train, write_corpus
@@ -101,6 +102,8 @@ def test_ddp_cpu_two_processes_train_and_log_once(tmp_path):
     corpus = write_corpus(tmp_path / "names")
     result = train(tmp_path, "trainer=ddp_cpu", f"data.root={corpus}", *TINY, "trainer.max_epochs=2", timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
+    unsynced = sorted(set(re.findall(r"self\.log\('([^']+)', \.\.\., sync_dist=True\)", result.stderr)))
+    assert not unsynced, f"epoch-level values logged per rank: {unsynced}"
     (run,) = run_dirs(tmp_path)
     assert len(list((run / "tensorboard").glob("events.out.tfevents.*"))) >= 1
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]

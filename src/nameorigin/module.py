@@ -106,7 +106,8 @@ class NameClassifier(pl.LightningModule):
                 f"(model.optimizer.lr) is likely too high; lower it or set trainer.gradient_clip_val"
             )
         self.train_metrics.update(logits.detach(), targets)
-        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=len(targets))
+        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=len(targets),
+                 sync_dist=True)
         self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=len(targets))
         return loss
 
@@ -141,7 +142,7 @@ class NameClassifier(pl.LightningModule):
         metric = self.val_class_f1 if stage == "val" else self.test_class_f1
         scores = metric.compute()
         for label, score in zip(self.hparams.labels, scores, strict=True):
-            self.log(f"{stage}_f1/{label}", score)
+            self.log(f"{stage}_f1/{label}", score, sync_dist=True)
         metric.reset()
         return scores
 
@@ -155,7 +156,7 @@ class NameClassifier(pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         if not self.trainer.sanity_checking:  # two sanity batches are no score to remember
             self.val_acc_best.update(self.val_metrics["acc"].compute())
-            self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True)
+            self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True, sync_dist=True)
         self._log_class_f1("val")
 
     def on_test_epoch_end(self) -> None:
@@ -163,7 +164,7 @@ class NameClassifier(pl.LightningModule):
         if self.net.known is not None:
             for subset, suffix in ((self.test_found, "in_pretrain"), (self.test_not_found, "not_in_pretrain")):
                 for key, value in subset.compute().items():
-                    self.log(f"test/{key}_{suffix}", value)
+                    self.log(f"test/{key}_{suffix}", value, sync_dist=True)
                 subset.reset()
         if not self.test_outputs:
             return
@@ -173,13 +174,14 @@ class NameClassifier(pl.LightningModule):
         probs = logits.softmax(-1)
         raw = (logits * self.net.temperature).softmax(-1)  # before temperature scaling
         bins = self.calibration.get("bins", 15)
-        self.log("test/ece_raw", expected_calibration_error(raw, targets, bins))
-        self.log("test/ece", expected_calibration_error(probs, targets, bins))
+        # Every rank holds the same gathered logits, so sync_dist averages equal numbers: it only tells Lightning.
+        self.log("test/ece_raw", expected_calibration_error(raw, targets, bins), sync_dist=True)
+        self.log("test/ece", expected_calibration_error(probs, targets, bins), sync_dist=True)
         for level, threshold in self.calibration.get("conformal", {}).items():
             sets = prediction_sets(probs, threshold)
             name = f"{float(level) * 100:g}"
-            self.log(f"test/coverage_{name}", sets.gather(1, targets[:, None]).float().mean())
-            self.log(f"test/set_size_{name}", sets.sum(1).float().mean())
+            self.log(f"test/coverage_{name}", sets.gather(1, targets[:, None]).float().mean(), sync_dist=True)
+            self.log(f"test/set_size_{name}", sets.sum(1).float().mean(), sync_dist=True)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.calibration:
