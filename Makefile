@@ -8,9 +8,9 @@ NAMES_DATA_DIR ?=
 
 .PHONY: install train pretrain test lint bench dashboard clean
 
-$(BIN)/.installed: pyproject.toml constraints.txt
+$(BIN)/.installed: pyproject.toml constraints.txt Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) --editable '.[dev,sweep,export,surnames]'
+	$(PIP_INSTALL) --editable '.[dev,sweep,export,surnames,bench]'
 	touch $@
 
 install: $(BIN)/.installed
@@ -28,7 +28,6 @@ lint: install
 	$(BIN)/ruff check .
 
 bench: install
-	$(PIP_INSTALL) '.[bench]'
 	$(BIN)/python scripts/benchmark.py $(ARGS)
 
 dashboard: install  ## TensorBoard on the newest run, bound to localhost

@@ -5,6 +5,7 @@
   python scripts/predict.py best.ckpt Nakamura --coverage 0.9      # the set of languages holding the true one 90 %
   python scripts/predict.py best.ckpt --file people.csv --column surname --out people_with_origin.csv
   python scripts/predict.py best.ckpt --evaluate data/names
+  python scripts/predict.py best.ckpt --evaluate data/names --baseline   # + the n-gram baseline, name by name
   python scripts/predict.py best.ckpt --card                      # the model card stored in the checkpoint
 """
 
@@ -50,12 +51,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="score the checkpoint on its own held-out test split rebuilt from DIR")
     parser.add_argument("--known-names", metavar="CACHE", help="with --evaluate: also score the test names found "
                         "in this surnames cache (data/surnames) and those not found, apart")
+    parser.add_argument("--baseline", action="store_true", help="with --evaluate: also fit the char-n-gram baseline on "
+                        "the checkpoint's own split and compare the two on the same test names (needs the [bench] "
+                        "extra: scikit-learn)")
     parser.add_argument("--card", action="store_true", help="print the model card stored in the checkpoint")
     args = parser.parse_intermixed_args(argv)
     if args.column and not args.file:
         parser.error("--column needs --file: the table to read")
     if args.out and not args.column:
         parser.error("--out writes tables: use it with --file and --column")
+    if args.baseline and not args.evaluate:
+        parser.error("--baseline compares on the test split: use it with --evaluate DIR")
     return args
 
 
@@ -135,7 +141,13 @@ def main(argv: list[str] | None = None) -> int:
                     known = {name_key(name) for name in Surnames(args.known_names, convert_if_missing=False).names}
                 except DataError as error:
                     raise PredictError(f"--known-names: {error}") from None
-            print(format_report(evaluate(predictor, args.evaluate, args.batch_size, known)))
+            result = evaluate(predictor, args.evaluate, args.batch_size, known)
+            print(format_report(result))
+            if args.baseline:
+                from nameorigin.paired import compare_with_baseline, format_comparison
+
+                paired = compare_with_baseline(predictor, args.evaluate, args.batch_size, result)
+                print("\n" + format_comparison(paired))
             return 0
         if args.column:
             from nameorigin.table import predict_table

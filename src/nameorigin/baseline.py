@@ -10,11 +10,18 @@ from nameorigin.data import read_corpus, split_by_name
 
 def ngram_baseline(data: str, seed: int = 0) -> dict:
     """TF-IDF of character 1-4-grams + logistic regression, C chosen on the validation split."""
+    result = fit_ngram_baseline(split_by_name(read_corpus(data)[0], [0.8, 0.1, 0.1], seed))
+    del result["test_predictions"]
+    return result
+
+
+def fit_ngram_baseline(splits: dict[str, list[tuple[str, str]]]) -> dict:
+    """The n-gram baseline fitted on splits["train"], C chosen on splits["val"], scored on splits["test"]; with
+    each test name's predicted language, for a paired comparison on the same names."""
     from sklearn.feature_extraction.text import TfidfVectorizer  # imported here: an optional extra
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import accuracy_score, f1_score
 
-    splits = split_by_name(read_corpus(data)[0], [0.8, 0.1, 0.1], seed)
     text = {s: [n for n, _ in p] for s, p in splits.items()}
     gold = {s: [lang for _, lang in p] for s, p in splits.items()}
     start = time.time()
@@ -26,7 +33,8 @@ def ngram_baseline(data: str, seed: int = 0) -> dict:
     predicted = best.predict(features["test"])
     return {"C": best.C, "val_acc": accuracy_score(gold["val"], best.predict(features["val"])),
             "test_acc": accuracy_score(gold["test"], predicted),
-            "test_macro_f1": f1_score(gold["test"], predicted, average="macro"), "seconds": time.time() - start}
+            "test_macro_f1": f1_score(gold["test"], predicted, average="macro"), "seconds": time.time() - start,
+            "test_predictions": [str(p) for p in predicted]}
 
 
 def country_baseline(cache: str, seed: int = 0, fractions: tuple[float, ...] = (0.98, 0.01, 0.01),

@@ -22,11 +22,9 @@ def scores(truth: torch.Tensor, preds: torch.Tensor, k: int) -> tuple[float, flo
     return float(tp.sum() / max(len(truth), 1)), float(f1[present].mean()), f1.tolist(), confusion
 
 
-def evaluate(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZE,
-             known_keys: set[str] | None = None) -> dict:
-    """Accuracy, macro-F1, per-class F1 and the confusion matrix on the checkpoint's test split; with
-    `known_keys` (nameorigin.known.name_key of every names-dataset surname) also for the test names found there
-    and for those not found."""
+def checkpoint_splits(predictor: Predictor, root: str | Path) -> dict[str, list[tuple[str, str]]]:
+    """The train/val/test pairs the checkpoint was trained on, rebuilt from root with the split settings stored in
+    it; refuses a corpus whose sha256 differs from the one it was trained on."""
     settings = predictor.data_settings
     if not {"corpus_sha256", "split_seed", "split_fractions"} <= settings.keys():
         raise PredictError("this checkpoint holds no split settings: evaluate needs one written by train.py")
@@ -37,7 +35,15 @@ def evaluate(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZ
     if digest != settings["corpus_sha256"]:
         raise PredictError(f"{root} is not the corpus this checkpoint was trained on (sha256 differs): "
                            "pass the original folder")
-    test = split_by_name(pairs, settings["split_fractions"], settings["split_seed"])["test"]
+    return split_by_name(pairs, settings["split_fractions"], settings["split_seed"])
+
+
+def evaluate(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZE,
+             known_keys: set[str] | None = None) -> dict:
+    """Accuracy, macro-F1, per-class F1, the confusion matrix and which test names it got right, on the
+    checkpoint's test split; with `known_keys` (nameorigin.known.name_key of every names-dataset surname) also for
+    the test names found there and for those not found."""
+    test = checkpoint_splits(predictor, root)["test"]
     index = {label: i for i, label in enumerate(predictor.labels)}
     encoded = [predictor.encode(name)[0] or [1] for name, _ in test]
     preds = predictor.probabilities(encoded, batch_size).argmax(-1)
@@ -46,7 +52,7 @@ def evaluate(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZ
     accuracy, macro_f1, f1, confusion = scores(truth, preds, k)
     result = {"size": len(test), "accuracy": accuracy, "macro_f1": macro_f1,
               "per_class_f1": dict(zip(predictor.labels, f1, strict=True)),
-              "labels": predictor.labels, "confusion": confusion.tolist()}
+              "labels": predictor.labels, "confusion": confusion.tolist(), "correct": (preds == truth).tolist()}
     if known_keys is not None:
         from nameorigin.known import name_key
 
