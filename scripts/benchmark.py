@@ -319,6 +319,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"error: --cells {','.join(unknown)}: choose from {', '.join(GATES)}", file=sys.stderr)
         return 2
+    if args.data:
+        # train.py runs in a scratch folder for the accuracy part, so a relative --data must be made absolute.
+        if not Path(args.data).is_dir():
+            print(f"error: --data {args.data} is not a folder: pass a folder of <Language>.txt files", file=sys.stderr)
+            return 2
+        args.data = str(Path(args.data).resolve())
     skip = set(args.skip.split(",")) - {""}
     names = corpus_names(args.data)
     results: dict = {}

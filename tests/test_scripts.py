@@ -58,3 +58,14 @@ def test_benchmark_runs_and_reports_ratios(tmp_path):
     assert report["train"]["gru"]["fused torch"]["vs_fused"] == 1.0
     assert report["train"]["gru"]["loop (bptt)"]["names_per_s"] > 0
     assert report["tutorial"]["names_per_s"] > 0 and set(report["logging"]) == {"autograd", "bptt"}
+
+
+def test_benchmark_accuracy_part_with_a_relative_data_folder(tiny_corpus, tmp_path):
+    result = run_script([str(SCRIPTS / "benchmark.py"), "--data", "names", "--skip", "train,tutorial,logging,predict",
+                         "--json"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    accuracy = json.loads(result.stdout)["accuracy"]
+    assert accuracy["best_val_acc"] > 0.5 and accuracy["train_seconds"] > 0
+    assert accuracy["baseline"]["test_acc"] > 0.5
+    missing = run_script([str(SCRIPTS / "benchmark.py"), "--data", "nope"], cwd=tmp_path)
+    assert missing.returncode == 2 and "nope" in missing.stderr and "Traceback" not in missing.stderr
