@@ -15,6 +15,18 @@ from nameorigin.transfer import TransferError
 task_started = False
 
 
+def remove_run_folder(run: Path, log_dir: Path) -> None:
+    """Delete the run folder, then its date folder and log_dir too if this run was all they held."""
+    shutil.rmtree(run, ignore_errors=True)
+    for parent in run.resolve().parents:
+        if not parent.is_relative_to(log_dir.resolve()):
+            break
+        try:
+            parent.rmdir()  # only succeeds when empty
+        except OSError:
+            break
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     global task_started
@@ -25,7 +37,7 @@ def main(cfg: DictConfig) -> float | None:
         print(f"error: {error}", file=sys.stderr)
         # Nothing of a run that never started is kept: no empty run folders that look like results.
         if HydraConfig.get().mode.name == "RUN":
-            shutil.rmtree(Path(cfg.paths.output_dir), ignore_errors=True)
+            remove_run_folder(Path(cfg.paths.output_dir), Path(cfg.paths.log_dir))
         sys.exit(2)
     except FloatingPointError as error:
         print(f"error: {error}; the last good checkpoint stays in {cfg.paths.output_dir}/checkpoints",
