@@ -85,6 +85,7 @@ class Exploit:
     (lambda p, ck: None, "does not exist"),
     (lambda p, ck: p.write_bytes(ck.read_bytes()[:4096]), "not a readable torch checkpoint"),
     (lambda p, ck: p.write_text("hello"), "not a readable torch checkpoint"),
+    (lambda p, ck: p.write_text("garbage\n"), "not a readable torch checkpoint"),  # an unpickling error
     (lambda p, ck: torch.save({"state_dict": {}}, p), "not a nameorigin checkpoint"),
     (lambda p, ck: torch.save({"hyper_parameters": Exploit()}, p), "refused by weights-only loading"),
 ])

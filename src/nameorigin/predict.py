@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import pickle
+import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,9 @@ def load_checkpoint(path: str | Path) -> dict:
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
+        if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; this is some other file
+            raise PredictError(f"checkpoint {path} is not a readable torch checkpoint (not a torch.save archive): "
+                               "use a .ckpt written by train.py") from None
         reason = str(error).splitlines()[0] if str(error) else "unsafe content"
         raise PredictError(f"checkpoint {path} was refused by weights-only loading ({reason[:160]}): "
                            "it may run code; load only checkpoints you trained") from None
