@@ -80,6 +80,20 @@ def test_resume_refuses_a_different_corpus(tmp_path):
     assert len(run_dirs(tmp_path)) == 1
 
 
+@pytest.mark.parametrize("override, message", [
+    ("model.hidden_size=64", "cannot resume this model: model.hidden_size=64 (checkpoint: 32)"),
+    ("ckpt_path=garbage.ckpt", "not a readable torch checkpoint"),
+])
+def test_resume_refuses_a_checkpoint_it_cannot_continue(trained, tmp_path, override, message):
+    run, corpus, _ = trained
+    (tmp_path / "garbage.ckpt").write_text("garbage\n")
+    resumed = train(tmp_path, f"data.root={corpus}", *TINY, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
+                    override)
+    assert resumed.returncode == 2 and message in resumed.stderr, resumed.stderr[-2000:]
+    assert len(resumed.stderr.strip().splitlines()) == 1 and "Traceback" not in resumed.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
 def test_divergence_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(tmp_path):
     corpus = write_corpus(tmp_path / "names")
     # A sane first epoch, then the schedule multiplies the learning rate by 1e30.

@@ -19,8 +19,11 @@ from nameorigin.card import write_model_card
 from nameorigin.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
 from nameorigin.dashboard import log_calibration
 from nameorigin.data import DataError
+from nameorigin.predict import MODEL_ARGS, PredictError, load_checkpoint
 
 log = logging.getLogger(__name__)
+# What shapes the weights: a resumed run must be built exactly as the checkpoint was.
+RESUME_MUST_MATCH = (*MODEL_ARGS, "ngram_buckets", "ngram_max")
 # Lightning 2.6 builds torch pytree LeafSpecs, which torch 2.13 deprecates: a line on every run that users can do
 # nothing about. Only that message is silenced.
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
@@ -66,10 +69,21 @@ def resolve_checkpoint(cfg: DictConfig) -> str | None:
     if cfg.get("ckpt_path") in (None, ""):
         return None
     if cfg.ckpt_path == "last":
-        return str(find_last_checkpoint(cfg.paths.log_dir, exclude=cfg.paths.output_dir))
-    if not Path(cfg.ckpt_path).is_file():
+        path = find_last_checkpoint(cfg.paths.log_dir, exclude=cfg.paths.output_dir)
+    elif not Path(cfg.ckpt_path).is_file():
         raise ConfigError(f"ckpt_path={cfg.ckpt_path} does not exist: pass an existing .ckpt or ckpt_path=last")
-    return str(cfg.ckpt_path)
+    else:
+        path = Path(cfg.ckpt_path)
+    try:  # a broken or foreign file is one line here, not a traceback from inside Lightning
+        trained_with = load_checkpoint(path)["hyper_parameters"]
+    except PredictError as error:
+        raise ConfigError(f"ckpt_path: {error}") from None
+    wrong = [f"model.{key}={cfg.model.get(key)} (checkpoint: {trained_with.get(key)})" for key in RESUME_MUST_MATCH
+             if key in cfg.model and trained_with.get(key) != cfg.model.get(key)]
+    if wrong:
+        raise ConfigError(f"ckpt_path={path} cannot resume this model: {', '.join(wrong)}; "
+                          "resume with the checkpoint's model settings")
+    return str(path)
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
