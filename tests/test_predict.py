@@ -98,6 +98,17 @@ def test_bad_checkpoints_exit_2_with_one_line(checkpoint, tmp_path, make, messag
     assert not (tmp_path / "pwned").exists()  # the malicious pickle never ran
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--top-k", "0", "Kanemoto"], "--top-k 0"),
+    (["--batch-size", "0", "Kanemoto"], "--batch-size 0"),
+    (["--column", "surname"], "--column needs --file"),
+])
+def test_usage_errors_exit_2_without_a_traceback(checkpoint, tmp_path, flags, message):
+    result = run_script([PREDICT, str(checkpoint), *flags], cwd=tmp_path)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and not result.stdout
+
+
 def hostile_names(count: int = 1200, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     fixed = ["", " ", "\t\n", "\x00", "A\x00B", "x" * 10_000, "\U0001f600\U0001f468\u200d\U0001f469", "\u202eevil",
