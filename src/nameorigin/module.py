@@ -36,6 +36,8 @@ class NameClassifier(pl.LightningModule):
         vocab, labels = [str(c) for c in vocab], [str(label) for label in labels]
         class_weights = None if class_weights is None else [float(w) for w in class_weights]
         class_prior = None if class_prior is None else [float(p) for p in class_prior]
+        if not 0 <= label_smoothing < 1:
+            raise ValueError(f"label_smoothing={label_smoothing} must be in [0, 1)")
         if logit_adjustment and (class_prior is None or len(class_prior) != len(labels) or min(class_prior) <= 0):
             raise ValueError(f"logit_adjustment={logit_adjustment} needs a positive class_prior per label "
                              "(train.py passes the training split's): set model.logit_adjustment=0 otherwise")

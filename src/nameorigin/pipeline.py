@@ -88,6 +88,9 @@ def resolve_checkpoint(cfg: DictConfig) -> str | None:
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Train, then test the best checkpoint. Returns the final metrics (callback_metrics as floats)."""
+    epochs = cfg.trainer.get("max_epochs")
+    if epochs is not None and epochs != -1 and epochs < 1:  # -1 is Lightning's "no limit"
+        raise ConfigError(f"trainer.max_epochs={epochs} trains nothing: pass a positive number of epochs")
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     ckpt_path = resolve_checkpoint(cfg)
     if cfg.get("task_name") == "finetune" and not cfg.model.get("init_from"):
@@ -148,6 +151,10 @@ def build_model(cfg: DictConfig, datamodule: pl.LightningDataModule, pretrained:
     if pretrained is not None:
         log.info("fine-tuning from %s: loaded %s", cfg.model.init_from,
                  ", ".join(transfer.initialize(model.net, pretrained, table)))
+    try:  # built once now, so a bad optimizer or scheduler setting is one line before training, not mid-fit
+        model.configure_optimizers()
+    except (ValueError, TypeError) as error:
+        raise ConfigError(f"model.optimizer / model.scheduler: {error}") from None
     return model
 
 
