@@ -28,6 +28,7 @@ from torch.nn.utils.rnn import pack_padded_sequence
 from nameorigin.model import GATES, CharRNN
 
 ROOT = Path(__file__).resolve().parents[1]
+PARTS = ("train", "tutorial", "logging", "predict", "accuracy")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -44,9 +45,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--every-n-steps", type=int, default=50, help="grad-accumulation logging interval")
     parser.add_argument("--cells", default="rnn,gru,lstm", help="comma-separated cells (default rnn,gru,lstm)")
     parser.add_argument("--skip", default="",
-                        help="comma-separated parts to skip: train,tutorial,logging,predict,accuracy")
+                        help=f"comma-separated parts to skip: {','.join(PARTS)}")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for flag in ("batch_size", "hidden_size", "batches", "repeats", "every_n_steps"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')} {getattr(args, flag)} must be at least 1")
+    if args.embedding_dim < 0:
+        parser.error(f"--embedding-dim {args.embedding_dim} must be >= 0 (0 means one-hot input)")
+    unknown = set(args.skip.split(",")) - {"", *PARTS}
+    if unknown:
+        parser.error(f"--skip {','.join(sorted(unknown))}: choose from {','.join(PARTS)}")
+    return args
 
 
 def corpus_names(data: str | None, count: int = 20_000, seed: int = 0) -> list[str]:

@@ -69,3 +69,14 @@ def test_benchmark_accuracy_part_with_a_relative_data_folder(tiny_corpus, tmp_pa
     assert accuracy["baseline"]["test_acc"] > 0.5
     missing = run_script([str(SCRIPTS / "benchmark.py"), "--data", "nope"], cwd=tmp_path)
     assert missing.returncode == 2 and "nope" in missing.stderr and "Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--batches", "0"], "--batches 0 must be at least 1"),
+    (["--repeats", "0"], "--repeats 0 must be at least 1"),
+    (["--skip", "predcit"], "--skip predcit: choose from"),
+])
+def test_benchmark_usage_errors_exit_2(tmp_path, flags, message):
+    result = run_script([str(SCRIPTS / "benchmark.py"), *flags], cwd=tmp_path)
+    assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
