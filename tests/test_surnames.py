@@ -7,6 +7,7 @@ import gzip
 import json
 import pickle
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from nameorigin import transfer
 from nameorigin.known import KnownNames
 from nameorigin.module import NameClassifier
 from nameorigin.surnames import VOCAB, Surnames, SurnamesDataModule, convert
+from nameorigin.textnorm import DataError
 
 COUNTRY_OF = {"Japanese": "JP", "Russian": "RU", "Irish": "IE", "Italian": "IT"}
 SPECIAL = {
@@ -267,3 +269,12 @@ def test_real_package_converts_with_the_documented_counts(tmp_path):
     meta = convert(tmp_path / "cache")
     assert meta["counts"]["raw_names"] == 983_826 and len(meta["countries"]) == 105
     assert meta["counts"]["kept"] == 796_178 and meta["counts"]["dropped_other_script"] == 141_881
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"limit": -5}, "data.limit=-5 must be >= 0"),
+    ({"batch_size": 0}, "data.batch_size=0"),
+])
+def test_surnames_datamodule_refuses_bad_settings(kwargs, message):
+    with pytest.raises(DataError, match=re.escape(message)):
+        SurnamesDataModule("unused", **kwargs)
