@@ -96,6 +96,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if cfg.get("task_name") == "finetune" and not cfg.model.get("init_from"):
         raise ConfigError("model.init_from is missing: pass model.init_from=<best.ckpt of "
                           "experiment=surnames_pretrain>")
+    if cfg.model.get("known_names_cache") and not cfg.model.get("init_from"):
+        raise ConfigError(f"model.known_names_cache={cfg.model.known_names_cache} is part of fine-tuning: use it "
+                          "with model.init_from (experiment=finetune), or set model.known_names_cache=null")
     datamodule = build(cfg, "data")
     pretrained = transfer.load_pretrained(cfg.model.init_from, cfg.model) if cfg.model.get("init_from") else None
     if pretrained is not None:  # fine-tuning keeps the pretrained vocabulary
