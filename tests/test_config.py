@@ -12,6 +12,9 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from nameorigin import pipeline
+from nameorigin.pipeline import ConfigError
+
 TRAINERS = sorted(p.stem for p in (ROOT / "conf" / "trainer").glob("*.yaml"))
 
 
@@ -34,6 +37,24 @@ def test_every_trainer_config_composes_and_instantiates(tmp_path):
         assert trainer.max_epochs == cfg.trainer.max_epochs, name
     assert composed("trainer=gpu").trainer.precision == "bf16-mixed"
     assert composed("trainer=ddp").trainer.devices == -1 and composed("trainer=ddp_cpu").trainer.devices == 2
+
+
+@pytest.mark.parametrize("override, message", [
+    ("trainer.max_epochs=0", "trains nothing"),
+    ("model.optimizer.lr=-1", "Invalid learning rate: -1"),
+    ("+model.optimizer.betas=oops", "model.optimizer / model.scheduler"),
+    ("model.label_smoothing=2", "label_smoothing=2"),
+    ("model.known_names_cache=data/surnames", "is part of fine-tuning"),
+    ("calibration.coverages=[1.5]", "1.5 must be a number between 0 and 1"),
+    ("calibration.coverages=foo", "calibration.coverages=foo: pass a list"),
+    ("calibration.bins=0", "calibration.bins=0"),
+])
+def test_settings_that_would_fail_late_are_refused_before_training(tiny_corpus, override, message):
+    # In process: train() must raise before it builds a Trainer (which needs Hydra's run folder). The subprocess
+    # test in test_train.py shows that a ConfigError is one line and exit code 2.
+    cfg = composed(f"data.root={tiny_corpus}", "data.download=false", *TINY, override)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        pipeline.train(cfg)
 
 
 def test_tutorial_experiment_is_the_pytorch_tutorial_setup():

@@ -13,7 +13,7 @@ is the quantile of one score.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 
@@ -32,6 +32,17 @@ def fit_temperature(logits: torch.Tensor, targets: torch.Tensor, steps: int = 10
 
     optimizer.step(closure)
     return float(log_t.detach().exp())
+
+
+def check_settings(coverages: object, bins: object) -> None:
+    """ValueError for settings `calibrate` cannot use: train.py checks them before training, not after it."""
+    if isinstance(coverages, str | bytes) or not isinstance(coverages, Iterable):
+        raise ValueError(f"calibration.coverages={coverages}: pass a list of levels, e.g. [0.8,0.9,0.95]")
+    for coverage in coverages:
+        if isinstance(coverage, bool) or not isinstance(coverage, int | float) or not 0 < coverage < 1:
+            raise ValueError(f"calibration.coverages: {coverage} must be a number between 0 and 1")
+    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+        raise ValueError(f"calibration.bins={bins} must be a positive integer")
 
 
 def level_key(coverage: float) -> str:

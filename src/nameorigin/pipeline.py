@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 
 from nameorigin import transfer
 from nameorigin.calibration import calibrate
+from nameorigin.calibration import check_settings as check_calibration
 from nameorigin.card import write_model_card
 from nameorigin.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
 from nameorigin.dashboard import log_calibration
@@ -86,19 +87,30 @@ def resolve_checkpoint(cfg: DictConfig) -> str | None:
     return str(path)
 
 
-def train(cfg: DictConfig) -> dict[str, float]:
-    """Train, then test the best checkpoint. Returns the final metrics (callback_metrics as floats)."""
+def check_settings(cfg: DictConfig) -> None:
+    """Settings that would fail only after training (or never, silently), refused before anything runs."""
     epochs = cfg.trainer.get("max_epochs")
     if epochs is not None and epochs != -1 and epochs < 1:  # -1 is Lightning's "no limit"
         raise ConfigError(f"trainer.max_epochs={epochs} trains nothing: pass a positive number of epochs")
-    pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    ckpt_path = resolve_checkpoint(cfg)
     if cfg.get("task_name") == "finetune" and not cfg.model.get("init_from"):
         raise ConfigError("model.init_from is missing: pass model.init_from=<best.ckpt of "
                           "experiment=surnames_pretrain>")
     if cfg.model.get("known_names_cache") and not cfg.model.get("init_from"):
         raise ConfigError(f"model.known_names_cache={cfg.model.known_names_cache} is part of fine-tuning: use it "
                           "with model.init_from (experiment=finetune), or set model.known_names_cache=null")
+    settings = cfg.get("calibration")
+    if settings and settings.get("enabled"):
+        try:
+            check_calibration(settings.get("coverages"), settings.get("bins"))
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+
+
+def train(cfg: DictConfig) -> dict[str, float]:
+    """Train, then test the best checkpoint. Returns the final metrics (callback_metrics as floats)."""
+    check_settings(cfg)
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    ckpt_path = resolve_checkpoint(cfg)
     datamodule = build(cfg, "data")
     pretrained = transfer.load_pretrained(cfg.model.init_from, cfg.model) if cfg.model.get("init_from") else None
     if pretrained is not None:  # fine-tuning keeps the pretrained vocabulary
