@@ -39,10 +39,14 @@ def check_settings(coverages: object, bins: object) -> None:
     if isinstance(coverages, str | bytes) or not isinstance(coverages, Iterable):
         raise ValueError(f"calibration.coverages={coverages}: pass a list of levels, e.g. [0.8,0.9,0.95]")
     for coverage in coverages:
-        if isinstance(coverage, bool) or not isinstance(coverage, int | float) or not 0 < coverage < 1:
-            raise ValueError(f"calibration.coverages: {coverage} must be a number between 0 and 1")
+        check_coverage(coverage)
     if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
         raise ValueError(f"calibration.bins={bins} must be a positive integer")
+
+
+def check_coverage(coverage: object) -> None:
+    if isinstance(coverage, bool) or not isinstance(coverage, int | float) or not 0 < coverage < 1:
+        raise ValueError(f"calibration.coverages: {coverage} must be a number between 0 and 1")
 
 
 def level_key(coverage: float) -> str:
@@ -55,8 +59,7 @@ def conformal_thresholds(probs: torch.Tensor, targets: torch.Tensor, coverages: 
     scores = 1 - probs.gather(1, targets[:, None]).squeeze(1).double()
     n, thresholds = len(scores), {}
     for coverage in coverages:
-        if not 0 < coverage < 1:
-            raise ValueError(f"calibration.coverages: {coverage} must be between 0 and 1")
+        check_coverage(coverage)
         rank = min(math.ceil((n + 1) * coverage), n)  # with too few names the set must take everything
         quantile = float(scores.sort().values[rank - 1]) if n else 1.0
         thresholds[level_key(coverage)] = 1 - quantile

@@ -66,9 +66,10 @@ def find_last_checkpoint(log_dir: str | Path, exclude: str | Path | None = None)
     return max(found, key=lambda p: p.stat().st_mtime)
 
 
-def resolve_checkpoint(cfg: DictConfig) -> str | None:
+def resolve_checkpoint(cfg: DictConfig) -> tuple[str | None, dict]:
+    """The checkpoint to resume (path, its contents read weights-only), or (None, {}) for a fresh run."""
     if cfg.get("ckpt_path") in (None, ""):
-        return None
+        return None, {}
     if cfg.ckpt_path == "last":
         path = find_last_checkpoint(cfg.paths.log_dir, exclude=cfg.paths.output_dir)
     elif not Path(cfg.ckpt_path).is_file():
@@ -76,15 +77,16 @@ def resolve_checkpoint(cfg: DictConfig) -> str | None:
     else:
         path = Path(cfg.ckpt_path)
     try:  # a broken or foreign file is one line here, not a traceback from inside Lightning
-        trained_with = load_checkpoint(path)["hyper_parameters"]
+        checkpoint = load_checkpoint(path)
     except PredictError as error:
         raise ConfigError(f"ckpt_path: {error}") from None
+    trained_with = checkpoint["hyper_parameters"]
     wrong = [f"model.{key}={cfg.model.get(key)} (checkpoint: {trained_with.get(key)})" for key in RESUME_MUST_MATCH
              if key in cfg.model and trained_with.get(key) != cfg.model.get(key)]
     if wrong:
         raise ConfigError(f"ckpt_path={path} cannot resume this model: {', '.join(wrong)}; "
                           "resume with the checkpoint's model settings")
-    return str(path)
+    return str(path), checkpoint
 
 
 def check_settings(cfg: DictConfig) -> None:
@@ -110,7 +112,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     """Train, then test the best checkpoint. Returns the final metrics (callback_metrics as floats)."""
     check_settings(cfg)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    ckpt_path = resolve_checkpoint(cfg)
+    ckpt_path, resumed = resolve_checkpoint(cfg)
     datamodule = build(cfg, "data")
     pretrained = transfer.load_pretrained(cfg.model.init_from, cfg.model) if cfg.model.get("init_from") else None
     if pretrained is not None:  # fine-tuning keeps the pretrained vocabulary
@@ -118,8 +120,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     datamodule.prepare_data()
     datamodule.setup("fit")
     if ckpt_path is not None:  # before the model is built from this corpus' vocabulary
-        state = torch.load(ckpt_path, map_location="cpu", weights_only=True).get(type(datamodule).__name__, {})
-        datamodule.load_state_dict(state)
+        datamodule.load_state_dict(resumed.get(type(datamodule).__name__, {}))
     model = build_model(cfg, datamodule, pretrained)
     callbacks = instantiate_all(cfg.get("callbacks"), "callbacks")
     loggers = instantiate_all(cfg.get("logger"), "logger")
