@@ -17,15 +17,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence
 
 from nameorigin.model import GATES, CharRNN
+from nameorigin.speed import FusedClassifier, TutorialRNN, alternate, make_batches, train_run
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("train", "tutorial", "logging", "predict", "accuracy")
@@ -70,72 +68,6 @@ def corpus_names(data: str | None, count: int = 20_000, seed: int = 0) -> list[s
             for _ in range(count)]
 
 
-def make_batches(names: list[str], batch_size: int, count: int, vocab: int, seed: int = 0) -> list[tuple]:
-    """Length-bucketed batches, as the DataModule serves them."""
-    rng = random.Random(seed)
-    picked = sorted(rng.sample(names, min(len(names), batch_size * count)), key=len)
-    batches = []
-    for start in range(0, len(picked) - batch_size + 1, batch_size):
-        chunk = picked[start : start + batch_size]
-        lengths = torch.tensor([len(n) for n in chunk])
-        tokens = torch.zeros(len(chunk), int(lengths.max()), dtype=torch.long)
-        for row, name in enumerate(chunk):
-            tokens[row, : len(name)] = torch.tensor([2 + ord(c) % (vocab - 2) for c in name])
-        batches.append((tokens, lengths, torch.randint(0, 18, (len(chunk),))))
-    rng.shuffle(batches)
-    return batches
-
-
-class FusedClassifier(nn.Module):
-    """torch's cuDNN/oneDNN-backed nn.RNN/GRU/LSTM on packed sequences: the speed to match."""
-
-    def __init__(self, cell: str, vocab: int, classes: int, hidden: int, embedding: int):
-        super().__init__()
-        self.embedding = nn.Embedding(vocab, embedding, padding_idx=0)
-        self.rnn = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}[cell](embedding, hidden, batch_first=True)
-        self.head = nn.Linear(hidden, classes)
-
-    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        packed = pack_padded_sequence(self.embedding(tokens), lengths.cpu(), batch_first=True, enforce_sorted=False)
-        _, final = self.rnn(packed)
-        return self.head((final[0] if isinstance(final, tuple) else final)[0])
-
-
-def train_run(model: nn.Module, batches: list[tuple], device: str, capture_every: int = 0) -> float:
-    """Names per second for one pass of forward + backward + AdamW step over `batches`."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    start = time.perf_counter()
-    for step, (tokens, lengths, targets) in enumerate(batches):
-        capture = capture_every > 0 and step % capture_every == 0
-        kwargs = {"capture": True} if capture else {}
-        logits = model(tokens.to(device), lengths.to(device), **kwargs)
-        loss = F.cross_entropy(logits, targets.to(device))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if capture:  # the callback's work: split into per-step pieces, sum, compare, norms
-            pieces = model.capture.contributions()
-            for name, piece in pieces.items():
-                grad = getattr(model.cell, name).grad
-                float((piece.sum(0) - grad).norm() / grad.norm())
-                piece.flatten(1).norm(dim=1).tolist()
-            model.capture = None
-        optimizer.step()
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    return sum(len(b[1]) for b in batches) / (time.perf_counter() - start)
-
-
-def alternate(contenders: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
-    """Run the contenders round-robin `repeats` times (after one warm-up each); median names/s."""
-    for run in contenders.values():
-        run()
-    samples: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(repeats):
-        for name, run in contenders.items():
-            samples[name].append(run())
-    return {name: statistics.median(values) for name, values in samples.items()}
-
-
 def bench_training(args: argparse.Namespace, names: list[str]) -> dict:
     vocab, results = 60, {}
     batches = make_batches(names, args.batch_size, args.batches, vocab)
@@ -165,22 +97,6 @@ def bench_logging(args: argparse.Namespace, names: list[str]) -> dict:
                            args.repeats)
         results[impl] = {"off": speeds["off"], "on": speeds["on"], "overhead": 1 - speeds["on"] / speeds["off"]}
     return results
-
-
-class TutorialRNN(nn.Module):
-    """The PyTorch tutorial's model: i2h and i2o on [one-hot char, hidden], LogSoftmax, one name at a time."""
-
-    def __init__(self, vocab: int, hidden: int, classes: int):
-        super().__init__()
-        self.vocab, self.hidden = vocab, hidden
-        self.i2h, self.i2o = nn.Linear(vocab + hidden, hidden), nn.Linear(vocab + hidden, classes)
-
-    def forward(self, codes: list[int]) -> torch.Tensor:
-        hidden, output = torch.zeros(1, self.hidden), None
-        for code in codes:
-            combined = torch.cat([F.one_hot(torch.tensor([code]), self.vocab).float(), hidden], dim=1)
-            hidden, output = self.i2h(combined), self.i2o(combined)
-        return F.log_softmax(output, dim=1)
 
 
 def bench_tutorial(args: argparse.Namespace, names: list[str], sample: int = 500) -> dict:
