@@ -30,8 +30,14 @@ lint: install
 bench: install
 	$(BIN)/python scripts/benchmark.py $(ARGS)
 
-dashboard: install  ## TensorBoard on the newest run, bound to localhost
-	$(BIN)/tensorboard --logdir "$$(ls -d outputs/*/*/ | sort | tail -n 1)" --host 127.0.0.1
+# The newest of outputs/<date>/<time>/ (a run) and outputs/multirun/<date>/<time>/ (a sweep), by <date>/<time>.
+NEWEST_RUN = ls -d outputs/[0-9]*/*/ outputs/multirun/*/*/ 2>/dev/null \
+	| awk -F/ '{print $$(NF-2) "/" $$(NF-1), $$0}' | sort | tail -n 1 | cut -d' ' -f2
+
+dashboard: install  ## TensorBoard on the newest run or sweep, bound to localhost
+	@run="$$($(NEWEST_RUN))"; \
+	if [ -z "$$run" ]; then echo "error: no run under outputs/: run 'make train' first" >&2; exit 2; fi; \
+	echo "tensorboard on $$run"; $(BIN)/tensorboard --logdir "$$run" --host 127.0.0.1
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache src/*.egg-info
