@@ -62,6 +62,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--out writes tables: use it with --file and --column")
     if args.baseline and not args.evaluate:
         parser.error("--baseline compares on the test split: use it with --evaluate DIR")
+    if args.evaluate and not Path(args.evaluate).is_dir():
+        parser.error(f"--evaluate {args.evaluate} is not a folder: pass the folder of <Language>.txt files the "
+                     "checkpoint was trained on")
     if args.top_k is not None and args.top_k < 1:
         parser.error(f"--top-k {args.top_k}: show at least 1 language per name")
     if args.batch_size < 1:

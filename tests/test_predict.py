@@ -102,6 +102,8 @@ def test_bad_checkpoints_exit_2_with_one_line(checkpoint, tmp_path, make, messag
     (["--top-k", "0", "Kanemoto"], "--top-k 0"),
     (["--batch-size", "0", "Kanemoto"], "--batch-size 0"),
     (["--column", "surname"], "--column needs --file"),
+    (["--evaluate", "no-such-folder"], "--evaluate no-such-folder is not a folder"),
+    (["--evaluate", "."], ". holds no <Language>.txt files"),
 ])
 def test_usage_errors_exit_2_without_a_traceback(checkpoint, tmp_path, flags, message):
     result = run_script([PREDICT, str(checkpoint), *flags], cwd=tmp_path)

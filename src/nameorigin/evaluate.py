@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from nameorigin.data import DataError, read_corpus, split_by_name
+from nameorigin.data import DataError, label_files, read_corpus, split_by_name
 from nameorigin.predict import BATCH_SIZE, PredictError, Predictor
 
 
@@ -28,6 +28,8 @@ def checkpoint_splits(predictor: Predictor, root: str | Path) -> dict[str, list[
     settings = predictor.data_settings
     if not {"corpus_sha256", "split_seed", "split_fractions"} <= settings.keys():
         raise PredictError("this checkpoint holds no split settings: evaluate needs one written by train.py")
+    if not label_files(Path(root)):  # read_corpus's own message names train.py's data.root override
+        raise PredictError(f"{root} holds no <Language>.txt files: pass the folder the checkpoint was trained on")
     try:
         pairs, digest = read_corpus(root, settings.get("normalize", predictor.normalize))
     except DataError as error:
