@@ -22,10 +22,10 @@ def main(argv: list[str] | None = None) -> int:
                         "for a model with the known-name lookup, which ONNX cannot express; onnx needs the [export] "
                         "extra)")
     args = parser.parse_args(argv)
-    formats = tuple(f for f in (args.formats or ",".join(FORMATS)).split(",") if f)
+    formats = tuple(f for f in (",".join(FORMATS) if args.formats is None else args.formats).split(",") if f)
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:
-        parser.error(f"--formats {args.formats}: choose from {', '.join(FORMATS)}")
+        parser.error(f"--formats {args.formats!r}: choose from {', '.join(FORMATS)}")
     try:
         predictor = Predictor.from_checkpoint(args.checkpoint)
         if args.formats is None and (reason := onnx_limitation(predictor.net)):

@@ -81,6 +81,9 @@ def read_names(args: argparse.Namespace) -> list[str]:
                 lines = f.read().splitlines()
         except FileNotFoundError:
             raise PredictError(f"--file {args.file} does not exist: pass an existing file") from None
+        except (IsADirectoryError, PermissionError) as error:
+            raise PredictError(f"--file {args.file} cannot be read ({error.strerror}): pass a file of names, "
+                               "one per line") from None
         except UnicodeDecodeError as error:
             raise PredictError(f"--file {args.file} is not UTF-8 (byte {error.start}): re-save it as UTF-8") from None
     else:

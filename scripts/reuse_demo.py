@@ -95,8 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             lines += cell_demo(args.checkpoint, args.name, args.language)
-        except (PredictError, ValueError) as error:
-            print("\n".join(lines))
+        except (PredictError, ValueError) as error:  # a bad flag: the one-line error alone, no half of the demo
             print(f"error: {error}", file=sys.stderr)
             return 2
     print("\n".join(lines))

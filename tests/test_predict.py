@@ -103,6 +103,8 @@ def test_bad_checkpoints_exit_2_with_one_line(checkpoint, tmp_path, make, messag
     (["--batch-size", "0", "Kanemoto"], "--batch-size 0"),
     (["--column", "surname"], "--column needs --file"),
     (["--evaluate", "no-such-folder"], "--evaluate no-such-folder is not a folder"),
+    (["--file", "."], "--file . cannot be read (Is a directory)"),
+    (["--file", ".", "--column", "surname"], "--file . cannot be read (Is a directory)"),
     (["--evaluate", "."], ". holds no <Language>.txt files"),
 ])
 def test_usage_errors_exit_2_without_a_traceback(checkpoint, tmp_path, flags, message):

@@ -37,7 +37,7 @@ def test_reuse_demo_with_more_uses_and_a_checkpoint(trained, tmp_path):
     assert len(residuals) == 4 and max(residuals) < 1e-5
     bad = run_script([str(SCRIPTS / "reuse_demo.py"), "--checkpoint", str(checkpoint), "--language", "Klingon"],
                      cwd=tmp_path)
-    assert bad.returncode == 2 and "Klingon" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "Klingon" in bad.stderr and "Traceback" not in bad.stderr and not bad.stdout
 
 
 def test_compare_runs_lists_runs_best_first(trained, tmp_path):
@@ -80,3 +80,10 @@ def test_benchmark_usage_errors_exit_2(tmp_path, flags, message):
     result = run_script([str(SCRIPTS / "benchmark.py"), *flags], cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("formats", ["", "pt2,tflite"])
+def test_export_refuses_formats_it_does_not_write(tmp_path, formats):
+    result = run_script([str(SCRIPTS / "export.py"), "any.ckpt", "--formats", formats], cwd=tmp_path)
+    assert result.returncode == 2 and f"--formats {formats!r}: choose from pt2, onnx" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and list(tmp_path.iterdir()) == []

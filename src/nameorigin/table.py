@@ -81,6 +81,8 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: Te
                 written += len(chunk)
     except FileNotFoundError:
         raise PredictError(f"--file {source} does not exist: pass an existing CSV or TSV file") from None
+    except (IsADirectoryError, PermissionError) as error:  # not OSError: a closed stdout must reach the caller
+        raise PredictError(f"--file {source} cannot be read ({error.strerror}): pass a CSV or TSV file") from None
     except UnicodeDecodeError as error:
         raise PredictError(f"--file {source} is not UTF-8 ({error.reason}): re-save it as UTF-8") from None
     except csv.Error as error:
