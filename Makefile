@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --constraint constraints.txt
 ARGS ?=
 NAMES_DATA_DIR ?=
+# Test workers (pytest-xdist; tests/conftest.py shares the cores out between them): the suite is mostly process
+# starts and small models, so two workers on 2 cores take 5 min where one takes 8. TEST_WORKERS=0: serial.
+TEST_WORKERS ?= 2
 
 .PHONY: install train pretrain test lint bench dashboard clean
 
@@ -22,7 +25,7 @@ pretrain: install  ## the surnames country model (experiment=surnames_pretrain);
 	$(BIN)/python train.py experiment=surnames_pretrain $(ARGS)
 
 test: install  ## real-corpus tests run when NAMES_DATA_DIR points at a folder of <Language>.txt files
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

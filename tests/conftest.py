@@ -12,6 +12,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, give each worker its share of the cores, for its own torch and for the train.py
+    processes it starts (they read OMP_NUM_THREADS): workers that each take every core slow one another down."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        import torch
+
+        torch.set_num_threads(threads)
+
 # Each language gets a recognisable ending so a tiny model learns it in a few epochs.
 ENDINGS = {"Japanese": "moto", "Russian": "ovsky", "Irish": "agh", "Italian": "elli"}
 
