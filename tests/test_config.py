@@ -48,6 +48,10 @@ def test_every_trainer_config_composes_and_instantiates(tmp_path):
     ("calibration.coverages=[1.5]", "1.5 must be a number between 0 and 1"),
     ("calibration.coverages=foo", "calibration.coverages=foo: pass a list"),
     ("calibration.bins=0", "calibration.bins=0"),
+    ("seed=abc", "seed='abc' must be a whole number"),
+    ("trainer.max_epochs=1.5", "trainer.max_epochs=1.5 must be a whole number"),
+    ("model.class_weights=[1,2]", "class_weights=[1.0, 2.0] must be 4 positive numbers, one per label"),
+    ("model.logit_adjustment=-1", "logit_adjustment=-1 must be >= 0"),
 ])
 def test_settings_that_would_fail_late_are_refused_before_training(tiny_corpus, override, message):
     # In process: train() must raise before it builds a Trainer (which needs Hydra's run folder). The subprocess

@@ -157,7 +157,8 @@ def test_offline_download_says_where_to_put_the_files(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, key", [({"split_fractions": [0.5, 0.2, 0.2]}, "split_fractions"),
-                                         ({"batch_size": 0}, "batch_size"), ({"normalize": "x"}, "normalize")])
+                                         ({"batch_size": 0}, "batch_size"), ({"normalize": "x"}, "normalize"),
+                                         ({"num_workers": -1}, "data.num_workers=-1 must be >= 0")])
 def test_datamodule_rejects_bad_settings(kwargs, key):
     with pytest.raises(DataError, match=key):
         NamesDataModule(**kwargs)

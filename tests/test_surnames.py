@@ -274,6 +274,7 @@ def test_real_package_converts_with_the_documented_counts(tmp_path):
 @pytest.mark.parametrize("kwargs, message", [
     ({"limit": -5}, "data.limit=-5 must be >= 0"),
     ({"batch_size": 0}, "data.batch_size=0"),
+    ({"num_workers": -1}, "data.num_workers=-1 must be >= 0"),
 ])
 def test_surnames_datamodule_refuses_bad_settings(kwargs, message):
     with pytest.raises(DataError, match=re.escape(message)):

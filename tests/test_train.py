@@ -125,6 +125,7 @@ def test_tensorboard_server_serves_the_run(trained):
     (lambda d: write_corpus(d), "data.split_fractions=[0.5,0.1,0.1]", "data.split_fractions"),
     (lambda d: write_corpus(d), "model.hiden_size=8", "hiden_size"),
     (lambda d: write_corpus(d), "model.optimizer.lr=-1", "Invalid learning rate: -1"),
+    (lambda d: write_corpus(d), "trainer.devices=0", "trainer: `Trainer(devices=0)` value is not a valid input"),
 ])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, setup, override, message):
     corpus = tmp_path / "names"

@@ -233,6 +233,8 @@ class NamesDataModule(BucketedDataModule):
             raise DataError(f"data.split_fractions={fractions} must be three non-negative numbers summing to 1")
         if batch_size < 1:
             raise DataError(f"data.batch_size={batch_size} must be a positive integer")
+        if num_workers < 0:
+            raise DataError(f"data.num_workers={num_workers} must be >= 0 (0 loads batches in the main process)")
         if normalize not in NORMALIZERS:
             raise DataError(f"data.normalize={normalize!r} is not one of {', '.join(NORMALIZERS)}")
         self.root, self.url, self.normalize, self.download = Path(root), url, normalize, download

@@ -38,6 +38,11 @@ class NameClassifier(pl.LightningModule):
         class_prior = None if class_prior is None else [float(p) for p in class_prior]
         if not 0 <= label_smoothing < 1:
             raise ValueError(f"label_smoothing={label_smoothing} must be in [0, 1)")
+        if class_weights is not None and (len(class_weights) != len(labels) or min(class_weights) <= 0):
+            raise ValueError(f"class_weights={class_weights} must be {len(labels)} positive numbers, one per label "
+                             f"({', '.join(labels)}), or balanced, sqrt or null")
+        if logit_adjustment < 0:
+            raise ValueError(f"logit_adjustment={logit_adjustment} must be >= 0 (0 turns it off)")
         if logit_adjustment and (class_prior is None or len(class_prior) != len(labels) or min(class_prior) <= 0):
             raise ValueError(f"logit_adjustment={logit_adjustment} needs a positive class_prior per label "
                              "(train.py passes the training split's): set model.logit_adjustment=0 otherwise")

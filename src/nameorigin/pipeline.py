@@ -12,6 +12,7 @@ import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
+from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from nameorigin import transfer
 from nameorigin.calibration import calibrate
@@ -42,7 +43,7 @@ def build(cfg: DictConfig, group: str, **kwargs: Any) -> Any:
         cause = error.__cause__
         if isinstance(cause, DataError):
             raise cause from None
-        if isinstance(cause, ValueError | TypeError):
+        if isinstance(cause, ValueError | TypeError | MisconfigurationException):  # the last: Lightning's
             raise ConfigError(f"{group}: {cause}") from None
         raise
 
@@ -91,6 +92,9 @@ def resolve_checkpoint(cfg: DictConfig) -> tuple[str | None, dict]:
 
 def check_settings(cfg: DictConfig) -> None:
     """Settings that would fail only after training (or never, silently), refused before anything runs."""
+    for key, value in {"seed": cfg.get("seed"), "trainer.max_epochs": cfg.trainer.get("max_epochs")}.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ConfigError(f"{key}={value!r} must be a whole number")
     epochs = cfg.trainer.get("max_epochs")
     if epochs is not None and epochs != -1 and epochs < 1:  # -1 is Lightning's "no limit"
         raise ConfigError(f"trainer.max_epochs={epochs} trains nothing: pass a positive number of epochs")

@@ -181,6 +181,8 @@ class SurnamesDataModule(BucketedDataModule):
             raise DataError(f"data.normalize={normalize!r}: the surnames cache is folded to ASCII; use ascii")
         if batch_size < 1:
             raise DataError(f"data.batch_size={batch_size} must be a positive integer")
+        if num_workers < 0:
+            raise DataError(f"data.num_workers={num_workers} must be >= 0 (0 loads batches in the main process)")
         if limit < 0:
             raise DataError(f"data.limit={limit} must be >= 0 (0 means every name, > 0 a sample of that many)")
         self.cache, self.split_fractions, self.split_seed = Path(cache), list(split_fractions), int(split_seed)
