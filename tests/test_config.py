@@ -52,6 +52,8 @@ def test_every_trainer_config_composes_and_instantiates(tmp_path):
     ("trainer.max_epochs=1.5", "trainer.max_epochs=1.5 must be a whole number"),
     ("model.class_weights=[1,2]", "class_weights=[1.0, 2.0] must be 4 positive numbers, one per label"),
     ("model.logit_adjustment=-1", "logit_adjustment=-1 must be >= 0"),
+    ("model.ngram_buckets=1.5", "ngram_buckets=1.5 must be a whole number"),
+    ("model.scheduler.T_max=0", "model.optimizer / model.scheduler: integer modulo by zero"),
 ])
 def test_settings_that_would_fail_late_are_refused_before_training(tiny_corpus, override, message):
     # In process: train() must raise before it builds a Trainer (which needs Hydra's run folder). The subprocess

@@ -10,7 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nameorigin.data import BucketBatchSampler, DataError, NamesDataModule, download_corpus, read_corpus, split_by_name
+from nameorigin.batching import BucketBatchSampler
+from nameorigin.data import DataError, NamesDataModule, download_corpus, read_corpus, split_by_name
 from nameorigin.textnorm import PAD, UNK, build_vocab, encode, normalize_name
 
 
@@ -158,7 +159,9 @@ def test_offline_download_says_where_to_put_the_files(tmp_path):
 
 @pytest.mark.parametrize("kwargs, key", [({"split_fractions": [0.5, 0.2, 0.2]}, "split_fractions"),
                                          ({"batch_size": 0}, "batch_size"), ({"normalize": "x"}, "normalize"),
-                                         ({"num_workers": -1}, "data.num_workers=-1 must be >= 0")])
+                                         ({"num_workers": -1}, "data.num_workers=-1 must be >= 0"),
+                                         ({"batch_size": 1.5}, "data.batch_size=1.5 must be a whole number"),
+                                         ({"split_seed": "abc"}, "data.split_seed='abc' must be a whole number")])
 def test_datamodule_rejects_bad_settings(kwargs, key):
     with pytest.raises(DataError, match=key):
         NamesDataModule(**kwargs)

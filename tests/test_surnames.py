@@ -275,6 +275,7 @@ def test_real_package_converts_with_the_documented_counts(tmp_path):
     ({"limit": -5}, "data.limit=-5 must be >= 0"),
     ({"batch_size": 0}, "data.batch_size=0"),
     ({"num_workers": -1}, "data.num_workers=-1 must be >= 0"),
+    ({"limit": 2.5}, "data.limit=2.5 must be a whole number"),
 ])
 def test_surnames_datamodule_refuses_bad_settings(kwargs, message):
     with pytest.raises(DataError, match=re.escape(message)):

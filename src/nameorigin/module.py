@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,6 +34,13 @@ class NameClassifier(pl.LightningModule):
                  transfer_features: bool = True, known_names_cache: str | None = None,
                  optimizer: Callable | None = None, scheduler: Callable | None = None):
         super().__init__()
+        counts = {"hidden_size": hidden_size, "embedding_dim": embedding_dim, "ngram_buckets": ngram_buckets,
+                  "ngram_max": ngram_max, "evidence_hidden": evidence_hidden}
+        for key, value in counts.items():  # int() below would silently truncate 1.5
+            try:
+                operator.index(value)
+            except TypeError:
+                raise ValueError(f"{key}={value!r} must be a whole number") from None
         vocab, labels = [str(c) for c in vocab], [str(label) for label in labels]
         class_weights = None if class_weights is None else [float(w) for w in class_weights]
         class_prior = None if class_prior is None else [float(p) for p in class_prior]

@@ -172,8 +172,12 @@ def build_model(cfg: DictConfig, datamodule: pl.LightningDataModule, pretrained:
         log.info("fine-tuning from %s: loaded %s", cfg.model.init_from,
                  ", ".join(transfer.initialize(model.net, pretrained, table)))
     try:  # built once now, so a bad optimizer or scheduler setting is one line before training, not mid-fit
-        model.configure_optimizers()
-    except (ValueError, TypeError) as error:
+        scheduler = model.configure_optimizers().get("lr_scheduler", {}).get("scheduler")
+        if scheduler is not None:  # some settings fail only once the schedule is computed (T_max=0 divides by 0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "scheduler.step() before optimizer.step()": a throwaway optimizer
+                scheduler.step()
+    except (ValueError, TypeError, ZeroDivisionError) as error:
         raise ConfigError(f"model.optimizer / model.scheduler: {error}") from None
     return model
 

@@ -27,7 +27,8 @@ import numpy as np
 import torch
 
 from nameorigin.atomic import write_atomically
-from nameorigin.data import BucketedDataModule, EncodedRows, split_by_name
+from nameorigin.batching import BucketedDataModule, EncodedRows, check_whole_numbers
+from nameorigin.data import split_by_name
 from nameorigin.textnorm import PAD, UNK, DataError
 
 TOP = 10  # names-dataset keeps at most 10 countries per name
@@ -177,6 +178,7 @@ class SurnamesDataModule(BucketedDataModule):
                  split_seed: int = 0, batch_size: int = 512, limit: int = 0, num_workers: int = 0,
                  normalize: str = "ascii"):
         super().__init__()
+        check_whole_numbers(split_seed=split_seed, batch_size=batch_size, limit=limit, num_workers=num_workers)
         if normalize != "ascii":
             raise DataError(f"data.normalize={normalize!r}: the surnames cache is folded to ASCII; use ascii")
         if batch_size < 1:

@@ -1,0 +1,134 @@
+"""Length-bucketed batches, shared by every corpus: names as one padded token tensor, a sampler that batches
+names of similar length (resumable and sharded across ranks), and the DataModule base that serves them."""
+
+from __future__ import annotations
+
+import json
+import operator
+import random
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from nameorigin.atomic import write_atomically
+from nameorigin.textnorm import DataError
+
+
+def check_whole_numbers(**settings: Any) -> None:
+    """data.* settings that count things: Hydra passes 1.5 or 'abc' through as given, and int() would truncate."""
+    for key, value in settings.items():
+        try:
+            operator.index(value)
+        except TypeError:
+            raise DataError(f"data.{key}={value!r} must be a whole number") from None
+
+
+def pad_batch(encoded: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded index tensor [batch, longest] and lengths [batch]."""
+    lengths = torch.tensor([len(e) for e in encoded], dtype=torch.long)
+    tokens = torch.zeros(len(encoded), int(lengths.max()) if len(encoded) else 0, dtype=torch.long)
+    for row, sequence in enumerate(encoded):
+        tokens[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
+    return tokens, lengths
+
+
+class EncodedRows(torch.utils.data.Dataset):
+    """Names as one padded token tensor (subclasses set names, tokens, lengths): the sampler yields row indices."""
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+    def rows(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(row indices, int64 tokens trimmed to the batch's longest name, lengths)."""
+        idx = torch.tensor(indices, dtype=torch.long)
+        lengths = self.lengths[idx]
+        return idx, self.tokens[idx, : int(lengths.max())].long(), lengths
+
+
+class BucketBatchSampler(Sampler[list[int]]):
+    """Batches of similar length: shuffle, sort within pools of `pool` batches, shuffle the batches.
+
+    The order depends on (seed, epoch) only; Lightning calls `set_epoch` so a resumed run replays it. Each rank
+    of a distributed run takes every `num_replicas`-th batch of that order, with equal counts on every rank.
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, shuffle: bool, seed: int = 0, pool: int = 50,
+                 num_replicas: int = 1, rank: int = 0):
+        self.lengths = list(map(int, lengths))
+        self.batch_size, self.shuffle, self.seed, self.pool = batch_size, shuffle, seed, pool
+        self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _batches(self) -> list[list[int]]:
+        order = list(range(len(self.lengths)))
+        rng = random.Random(self.seed + self.epoch)
+        if self.shuffle:
+            rng.shuffle(order)
+        step = self.batch_size * self.pool
+        batches = []
+        for start in range(0, len(order), step):
+            chunk = sorted(order[start : start + step], key=self.lengths.__getitem__)
+            batches += [chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
+        if self.shuffle:
+            rng.shuffle(batches)
+        if self.num_replicas > 1 and self.shuffle:
+            batches = batches[: len(batches) - len(batches) % self.num_replicas]
+        elif self.num_replicas > 1:  # evaluation sees every name: pad by repeating, as DistributedSampler does
+            batches += batches[: -len(batches) % self.num_replicas]
+        return batches[self.rank :: self.num_replicas]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from self._batches()
+
+    def __len__(self) -> int:
+        return len(self._batches())
+
+
+def bucket_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int, datamodule: pl.LightningDataModule,
+                  num_workers: int = 0) -> DataLoader:
+    """Length-bucketed batches of a dataset with `lengths` and `collate`, sharded across the trainer's ranks."""
+    trainer = getattr(datamodule, "trainer", None)
+    replicas, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+    sampler = BucketBatchSampler(dataset.lengths.tolist(), batch_size, shuffle, seed, num_replicas=replicas,
+                                 rank=rank)
+    # Its own generator: creating an iterator then draws nothing from the global RNG, which dropout uses and a
+    # resumed run restores.
+    return DataLoader(dataset, batch_sampler=sampler, collate_fn=dataset.collate, num_workers=num_workers,
+                      persistent_workers=num_workers > 0, generator=torch.Generator().manual_seed(seed))
+
+
+class BucketedDataModule(pl.LightningDataModule):
+    """What every corpus' DataModule shares: bucketed loaders over `self.datasets` and the split manifest.
+    Subclasses set datasets, batch_size, split_seed and num_workers, and define manifest()."""
+
+    datasets: dict[str, Any]
+    batch_size: int
+    split_seed: int
+    num_workers: int
+
+    def manifest(self) -> dict:
+        raise NotImplementedError
+
+    def write_manifest(self, path: str | Path) -> Path:
+        return write_atomically(path, lambda tmp: tmp.write_text(json.dumps(self.manifest(), indent=1)))
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        return bucket_loader(self.datasets[split], self.batch_size, shuffle, self.split_seed, self, self.num_workers)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)
