@@ -60,6 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--column needs --file: the table to read")
     if args.out and not args.column:
         parser.error("--out writes tables: use it with --file and --column")
+    if args.delimiter is not None and not args.column:
+        parser.error("--delimiter reads tables: use it with --file and --column")
     if args.baseline and not args.evaluate:
         parser.error("--baseline compares on the test split: use it with --evaluate DIR")
     if args.evaluate and not Path(args.evaluate).is_dir():
