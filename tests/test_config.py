@@ -54,6 +54,9 @@ def test_every_trainer_config_composes_and_instantiates(tmp_path):
     ("model.logit_adjustment=-1", "logit_adjustment=-1 must be >= 0"),
     ("model.ngram_buckets=1.5", "ngram_buckets=1.5 must be a whole number"),
     ("model.scheduler.T_max=0", "model.optimizer / model.scheduler: integer modulo by zero"),
+    ("calibration.enabled=no", "calibration.enabled='no' must be true or false"),
+    ("test=maybe", "test='maybe' must be true or false"),
+    ("model.pretrained_lr_scale=-1", "pretrained_lr_scale=-1 must be >= 0"),
 ])
 def test_settings_that_would_fail_late_are_refused_before_training(tiny_corpus, override, message):
     # In process: train() must raise before it builds a Trainer (which needs Hydra's run folder). The subprocess

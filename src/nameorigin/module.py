@@ -49,6 +49,9 @@ class NameClassifier(pl.LightningModule):
         if class_weights is not None and (len(class_weights) != len(labels) or min(class_weights) <= 0):
             raise ValueError(f"class_weights={class_weights} must be {len(labels)} positive numbers, one per label "
                              f"({', '.join(labels)}), or balanced, sqrt or null")
+        if evidence_hidden < 0 or pretrained_lr_scale < 0:
+            raise ValueError(f"evidence_hidden={evidence_hidden} and pretrained_lr_scale={pretrained_lr_scale} "
+                             "must be >= 0 (evidence_hidden=0: no hidden layer; pretrained_lr_scale=0: frozen)")
         if logit_adjustment < 0:
             raise ValueError(f"logit_adjustment={logit_adjustment} must be >= 0 (0 turns it off)")
         if logit_adjustment and (class_prior is None or len(class_prior) != len(labels) or min(class_prior) <= 0):

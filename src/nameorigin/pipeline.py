@@ -11,7 +11,7 @@ import pytorch_lightning as pl
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from nameorigin import transfer
@@ -26,6 +26,9 @@ from nameorigin.predict import MODEL_ARGS, PredictError, load_checkpoint
 log = logging.getLogger(__name__)
 # What shapes the weights: a resumed run must be built exactly as the checkpoint was.
 RESUME_MUST_MATCH = (*MODEL_ARGS, "ngram_buckets", "ngram_max")
+# On/off settings, which a value other than true or false would turn on.
+SWITCHES = ("test", "calibration.enabled", "card.enabled", "data.download", "model.soft_targets",
+            "model.transfer_features")
 # Lightning 2.6 builds torch pytree LeafSpecs, which torch 2.13 deprecates: a line on every run that users can do
 # nothing about. Only that message is silenced.
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
@@ -92,6 +95,10 @@ def resolve_checkpoint(cfg: DictConfig) -> tuple[str | None, dict]:
 
 def check_settings(cfg: DictConfig) -> None:
     """Settings that would fail only after training (or never, silently), refused before anything runs."""
+    for key in SWITCHES:  # `test=no` is the string "no" to Hydra: truthy, the opposite of what was meant
+        value = OmegaConf.select(cfg, key)
+        if value is not None and not isinstance(value, bool):
+            raise ConfigError(f"{key}={value!r} must be true or false")
     for key, value in {"seed": cfg.get("seed"), "trainer.max_epochs": cfg.trainer.get("max_epochs")}.items():
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise ConfigError(f"{key}={value!r} must be a whole number")
