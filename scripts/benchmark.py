@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from nameorigin.model import GATES, CharRNN
+from nameorigin.predict import PredictError, resolve_device
 from nameorigin.speed import FusedClassifier, TutorialRNN, alternate, make_batches, train_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +33,7 @@ PARTS = ("train", "tutorial", "logging", "predict", "accuracy")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", help="folder of <Language>.txt files (default: synthetic names)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
     parser.add_argument("--batch-size", type=int, default=128, help="names per training batch (default 128)")
     parser.add_argument("--hidden-size", type=int, default=256, help="hidden units (default 256)")
     parser.add_argument("--embedding-dim", type=int, default=64, help="embedding size (default 64)")
@@ -51,6 +52,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--{flag.replace('_', '-')} {getattr(args, flag)} must be at least 1")
     if args.embedding_dim < 0:
         parser.error(f"--embedding-dim {args.embedding_dim} must be >= 0 (0 means one-hot input)")
+    try:  # the Predictor's rule, so --device means the same in every script
+        args.device = resolve_device(args.device)
+    except PredictError as error:
+        parser.error(str(error))
     unknown = set(args.skip.split(",")) - {"", *PARTS}
     if unknown:
         parser.error(f"--skip {','.join(sorted(unknown))}: choose from {','.join(PARTS)}")
