@@ -18,13 +18,18 @@ from nameorigin.atomic import write_atomically
 from nameorigin.textnorm import DataError
 
 
-def check_whole_numbers(**settings: Any) -> None:
-    """data.* settings that count things: Hydra passes 1.5 or 'abc' through as given, and int() would truncate."""
-    for key, value in settings.items():
+def check_loader_settings(batch_size: object, num_workers: object, **counts: object) -> None:
+    """The data.* settings every corpus' DataModule takes: whole numbers (Hydra passes 1.5 or 'abc' through as
+    given, and int() would truncate), at least one name per batch, no negative worker count."""
+    for key, value in {"batch_size": batch_size, "num_workers": num_workers, **counts}.items():
         try:
             operator.index(value)
         except TypeError:
             raise DataError(f"data.{key}={value!r} must be a whole number") from None
+    if batch_size < 1:
+        raise DataError(f"data.batch_size={batch_size} must be a positive integer")
+    if num_workers < 0:
+        raise DataError(f"data.num_workers={num_workers} must be >= 0 (0 loads batches in the main process)")
 
 
 def pad_batch(encoded: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from nameorigin.batching import BucketedDataModule, EncodedRows, check_whole_numbers, pad_batch
+from nameorigin.batching import BucketedDataModule, EncodedRows, check_loader_settings, pad_batch
 from nameorigin.download import CORPUS_URL, download_corpus
 from nameorigin.textnorm import NORMALIZERS, DataError, build_vocab, encode, normalize_name
 
@@ -117,14 +117,10 @@ class NamesDataModule(BucketedDataModule):
                  split_fractions: Sequence[float] = (0.8, 0.1, 0.1), split_seed: int = 0, batch_size: int = 64,
                  num_workers: int = 0, download: bool = True):
         super().__init__()
-        check_whole_numbers(split_seed=split_seed, batch_size=batch_size, num_workers=num_workers)
+        check_loader_settings(batch_size, num_workers, split_seed=split_seed)
         fractions = [float(f) for f in split_fractions]
         if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-6:
             raise DataError(f"data.split_fractions={fractions} must be three non-negative numbers summing to 1")
-        if batch_size < 1:
-            raise DataError(f"data.batch_size={batch_size} must be a positive integer")
-        if num_workers < 0:
-            raise DataError(f"data.num_workers={num_workers} must be >= 0 (0 loads batches in the main process)")
         if normalize not in NORMALIZERS:
             raise DataError(f"data.normalize={normalize!r} is not one of {', '.join(NORMALIZERS)}")
         self.root, self.url, self.normalize, self.download = Path(root), url, normalize, download

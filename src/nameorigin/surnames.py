@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from nameorigin.atomic import write_atomically
-from nameorigin.batching import BucketedDataModule, EncodedRows, check_whole_numbers
+from nameorigin.batching import BucketedDataModule, EncodedRows, check_loader_settings
 from nameorigin.data import split_by_name
 from nameorigin.textnorm import PAD, UNK, DataError
 
@@ -178,13 +178,9 @@ class SurnamesDataModule(BucketedDataModule):
                  split_seed: int = 0, batch_size: int = 512, limit: int = 0, num_workers: int = 0,
                  normalize: str = "ascii"):
         super().__init__()
-        check_whole_numbers(split_seed=split_seed, batch_size=batch_size, limit=limit, num_workers=num_workers)
+        check_loader_settings(batch_size, num_workers, split_seed=split_seed, limit=limit)
         if normalize != "ascii":
             raise DataError(f"data.normalize={normalize!r}: the surnames cache is folded to ASCII; use ascii")
-        if batch_size < 1:
-            raise DataError(f"data.batch_size={batch_size} must be a positive integer")
-        if num_workers < 0:
-            raise DataError(f"data.num_workers={num_workers} must be >= 0 (0 loads batches in the main process)")
         if limit < 0:
             raise DataError(f"data.limit={limit} must be >= 0 (0 means every name, > 0 a sample of that many)")
         self.cache, self.split_fractions, self.split_seed = Path(cache), list(split_fractions), int(split_seed)
