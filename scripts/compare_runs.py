@@ -16,7 +16,8 @@ METRICS = ("hp/val_acc_best", "hp/test_acc", "hp/test_macro_f1")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", help="a sweep folder or outputs/: every run folder below it is listed")
-    parser.add_argument("--metric", default="hp/val_acc_best", choices=METRICS, help="sort key (default val)")
+    parser.add_argument("--metric", default="hp/val_acc_best", choices=METRICS,
+                        help="sort key (default hp/val_acc_best)")
     return parser.parse_args(argv)
 
 
@@ -34,7 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     if not folder.is_dir():
         print(f"error: {folder} is not a folder: pass a sweep folder or outputs/", file=sys.stderr)
         return 2
-    runs = sorted(p.parent for p in folder.glob("**/tensorboard") if (p.parent / ".hydra").is_dir())
+    runs = sorted(p.parent for p in folder.glob("**/tensorboard")
+                  if (p.parent / ".hydra" / "overrides.yaml").is_file())
+    if not runs:
+        print(f"error: no run folders (tensorboard/ beside .hydra/overrides.yaml) under {folder}", file=sys.stderr)
+        return 2
     rows = []
     for run in runs:
         overrides = (run / ".hydra" / "overrides.yaml").read_text().strip().splitlines()
@@ -44,9 +49,6 @@ def main(argv: list[str] | None = None) -> int:
     for scores, overrides, run in rows:
         cells = [f"{scores[m]:.4f}" if m in scores else "-" for m in METRICS]
         print(f"{cells[0]:>12} {cells[1]:>9} {cells[2]:>8}  {overrides or '(defaults)'}\n{'':>32}{run}")
-    if not rows:
-        print(f"error: no run folders under {folder}", file=sys.stderr)
-        return 2
     return 0
 
 

@@ -47,6 +47,9 @@ def test_compare_runs_lists_runs_best_first(trained, tmp_path):
     assert str(run) in result.stdout and "val_acc_best" in result.stdout
     missing = run_script([str(SCRIPTS / "compare_runs.py"), str(tmp_path / "nope")], cwd=tmp_path)
     assert missing.returncode == 2
+    (tmp_path / "empty").mkdir()
+    empty = run_script([str(SCRIPTS / "compare_runs.py"), str(tmp_path / "empty")], cwd=tmp_path)
+    assert empty.returncode == 2 and "no run folders" in empty.stderr and not empty.stdout
 
 
 def test_benchmark_runs_and_reports_ratios(tmp_path):
