@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 import torch
@@ -22,11 +23,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--y", type=float, default=5.0, help="MSE target (default 5)")
     parser.add_argument("--w", type=float, default=0.9472, help="the layer's weight (default 0.9472)")
     parser.add_argument("--checkpoint", help="also split a trained cell's gradient for one name, step by step")
-    parser.add_argument("--name", default="Nakamura", help="the name for --checkpoint (default Nakamura)")
+    parser.add_argument("--name", help="the name for --checkpoint (default Nakamura)")
     parser.add_argument("--language", help="target language for the loss (default: the model's top guess)")
     args = parser.parse_args(argv)
     if args.uses < 1:
         parser.error(f"--uses {args.uses} must be at least 1")
+    for flag in ("x", "y", "w"):
+        if not math.isfinite(getattr(args, flag)):
+            parser.error(f"--{flag} {getattr(args, flag)} must be a finite number")
+    if not args.checkpoint and (args.name is not None or args.language is not None):
+        parser.error("--name and --language need --checkpoint (they pick the name and target for a trained cell)")
+    if args.name is None:
+        args.name = "Nakamura"
     return args
 
 

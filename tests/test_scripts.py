@@ -26,6 +26,17 @@ def test_reuse_demo_answers_the_question(tmp_path):
     assert len(numbers(result.stdout, "use ")) == 2
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--x", "nan"], "--x nan must be a finite number"),
+    (["--w", "inf"], "--w inf must be a finite number"),
+    (["--name", "Bob"], "--name and --language need --checkpoint"),
+    (["--language", "Irish"], "--name and --language need --checkpoint"),
+])
+def test_reuse_demo_refuses_bad_flags(args, message, tmp_path):
+    result = run_script([str(SCRIPTS / "reuse_demo.py"), *args], cwd=tmp_path)
+    assert result.returncode == 2 and message in result.stderr and not result.stdout
+
+
 def test_reuse_demo_with_more_uses_and_a_checkpoint(trained, tmp_path):
     checkpoint = trained[0] / "checkpoints" / "best.ckpt"
     result = run_script([str(SCRIPTS / "reuse_demo.py"), "--uses", "3", "--checkpoint", str(checkpoint),
