@@ -64,6 +64,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--delimiter reads tables: use it with --file and --column")
     if args.baseline and not args.evaluate:
         parser.error("--baseline compares on the test split: use it with --evaluate DIR")
+    if args.known_names and not args.evaluate:
+        parser.error("--known-names splits the test-split scores: use it with --evaluate DIR")
+    if args.uncalibrated and args.coverage is not None:
+        parser.error("--coverage sets are fitted on the calibrated probabilities: drop --uncalibrated")
     if args.evaluate and not Path(args.evaluate).is_dir():
         parser.error(f"--evaluate {args.evaluate} is not a folder: pass the folder of <Language>.txt files the "
                      "checkpoint was trained on")

@@ -138,6 +138,8 @@ class Predictor:
 
     def set_threshold(self, coverage: float) -> float:
         """The conformal threshold stored for this coverage level; a clear error for any other level."""
+        if self.undo_temperature != 1.0:
+            raise PredictError("--coverage sets are fitted on the calibrated probabilities: drop --uncalibrated")
         levels = self.calibration.get("conformal", {})
         if level_key(coverage) not in levels:
             stored = ", ".join(levels) or "none (the checkpoint was not calibrated)"
