@@ -161,7 +161,9 @@ def test_offline_download_says_where_to_put_the_files(tmp_path):
                                          ({"batch_size": 0}, "batch_size"), ({"normalize": "x"}, "normalize"),
                                          ({"num_workers": -1}, "data.num_workers=-1 must be >= 0"),
                                          ({"batch_size": 1.5}, "data.batch_size=1.5 must be a whole number"),
-                                         ({"split_seed": "abc"}, "data.split_seed='abc' must be a whole number")])
+                                         ({"split_seed": "abc"}, "data.split_seed='abc' must be a whole number"),
+                                         ({"split_fractions": [1.0, 0, 0]}, "with val and test above 0"),
+                                         ({"split_fractions": "abc"}, "data.split_fractions=abc must be three")])
 def test_datamodule_rejects_bad_settings(kwargs, key):
     with pytest.raises(DataError, match=key):
         NamesDataModule(**kwargs)

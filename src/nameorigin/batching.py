@@ -32,6 +32,20 @@ def check_loader_settings(batch_size: object, num_workers: object, **counts: obj
         raise DataError(f"data.num_workers={num_workers} must be >= 0 (0 loads batches in the main process)")
 
 
+def check_split_fractions(split_fractions: object) -> list[float]:
+    """data.split_fractions as three floats: train, val and test, summing to 1. Validation and test must be
+    non-empty: the best epoch, the temperature and the conformal thresholds are picked on validation, and test is
+    the one held-out score."""
+    try:
+        fractions = [float(f) for f in split_fractions]  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        fractions = []
+    if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-6 or 0 in fractions[1:]:
+        raise DataError(f"data.split_fractions={split_fractions} must be three numbers (train, val, test) summing "
+                        "to 1, with val and test above 0, e.g. [0.8,0.1,0.1]")
+    return fractions
+
+
 def pad_batch(encoded: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded index tensor [batch, longest] and lengths [batch]."""
     lengths = torch.tensor([len(e) for e in encoded], dtype=torch.long)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from nameorigin.batching import BucketedDataModule, EncodedRows, check_loader_settings, pad_batch
+from nameorigin.batching import BucketedDataModule, EncodedRows, check_loader_settings, check_split_fractions, pad_batch
 from nameorigin.download import CORPUS_URL, download_corpus
 from nameorigin.textnorm import NORMALIZERS, DataError, build_vocab, encode, normalize_name
 
@@ -118,9 +118,7 @@ class NamesDataModule(BucketedDataModule):
                  num_workers: int = 0, download: bool = True):
         super().__init__()
         check_loader_settings(batch_size, num_workers, split_seed=split_seed)
-        fractions = [float(f) for f in split_fractions]
-        if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-6:
-            raise DataError(f"data.split_fractions={fractions} must be three non-negative numbers summing to 1")
+        fractions = check_split_fractions(split_fractions)
         if normalize not in NORMALIZERS:
             raise DataError(f"data.normalize={normalize!r} is not one of {', '.join(NORMALIZERS)}")
         self.root, self.url, self.normalize, self.download = Path(root), url, normalize, download

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from nameorigin.atomic import write_atomically
-from nameorigin.batching import BucketedDataModule, EncodedRows, check_loader_settings
+from nameorigin.batching import BucketedDataModule, EncodedRows, check_loader_settings, check_split_fractions
 from nameorigin.data import split_by_name
 from nameorigin.textnorm import PAD, UNK, DataError
 
@@ -183,7 +183,8 @@ class SurnamesDataModule(BucketedDataModule):
             raise DataError(f"data.normalize={normalize!r}: the surnames cache is folded to ASCII; use ascii")
         if limit < 0:
             raise DataError(f"data.limit={limit} must be >= 0 (0 means every name, > 0 a sample of that many)")
-        self.cache, self.split_fractions, self.split_seed = Path(cache), list(split_fractions), int(split_seed)
+        self.cache, self.split_seed = Path(cache), int(split_seed)
+        self.split_fractions = check_split_fractions(split_fractions)
         self.batch_size, self.limit, self.num_workers = int(batch_size), int(limit), int(num_workers)
         self.vocab, self.splits = list(VOCAB), {}
 
