@@ -42,7 +42,9 @@ def test_every_trainer_config_composes_and_instantiates(tmp_path):
 @pytest.mark.parametrize("override, message", [
     ("trainer.max_epochs=0", "trains nothing"),
     ("model.optimizer.lr=-1", "Invalid learning rate: -1"),
-    ("+model.optimizer.betas=oops", "model.optimizer / model.scheduler"),
+    ("+model.optimizer.betas=oops", "model.optimizer.betas='oops' is text where torch expects numbers"),
+    ("model.optimizer.lr=abc", "model.optimizer.lr='abc' is text where torch expects numbers"),
+    ("model.scheduler.T_max=abc", "model.scheduler.T_max='abc' is text where torch expects numbers"),
     ("model.label_smoothing=2", "label_smoothing=2"),
     ("model.known_names_cache=data/surnames", "is part of fine-tuning"),
     ("calibration.coverages=[1.5]", "1.5 must be a number between 0 and 1"),

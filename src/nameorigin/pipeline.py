@@ -185,8 +185,19 @@ def build_model(cfg: DictConfig, datamodule: pl.LightningDataModule, pretrained:
                 warnings.simplefilter("ignore")  # "scheduler.step() before optimizer.step()": a throwaway optimizer
                 scheduler.step()
     except (ValueError, TypeError, ZeroDivisionError) as error:
-        raise ConfigError(f"model.optimizer / model.scheduler: {error}") from None
+        named = text_where_number(cfg) if isinstance(error, TypeError) and "'str'" in str(error) else None
+        raise ConfigError(named or f"model.optimizer / model.scheduler: {error}") from None
     return model
+
+
+def text_where_number(cfg: DictConfig) -> str | None:
+    """Name the optimizer or scheduler setting given as text that a number was due for (lr=abc reaches torch as a
+    string, whose own error only says that '<=' cannot compare a float and a str)."""
+    for group in ("optimizer", "scheduler"):
+        for key, value in (cfg.model.get(group) or {}).items():
+            if isinstance(value, str) and not key.startswith("_") and not key.endswith("mode"):
+                return f"model.{group}.{key}={value!r} is text where torch expects numbers"
+    return None
 
 
 def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningDataModule, path: str,
