@@ -52,6 +52,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--{flag.replace('_', '-')} {getattr(args, flag)} must be at least 1")
     if args.embedding_dim < 0:
         parser.error(f"--embedding-dim {args.embedding_dim} must be >= 0 (0 means one-hot input)")
+    if args.ngram_buckets < 0:
+        parser.error(f"--ngram-buckets {args.ngram_buckets} must be >= 0 (0 means no n-gram head)")
     try:  # the Predictor's rule, so --device means the same in every script
         args.device = resolve_device(args.device)
     except PredictError as error:
