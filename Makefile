@@ -9,28 +9,31 @@ NAMES_DATA_DIR ?=
 # starts and small models, so two workers on 2 cores take 5 min where one takes 8. TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 2
 
-.PHONY: install train pretrain test lint bench dashboard clean
+.PHONY: help install train pretrain test lint bench dashboard clean
 
 $(BIN)/.installed: pyproject.toml constraints.txt Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --editable '.[dev,sweep,export,surnames,bench]'
 	touch $@
 
-install: $(BIN)/.installed
+help:  ## this list
+	@grep -E '^[a-z]+:.*## ' Makefile | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-train: install  ## make train ARGS="model.cell=lstm trainer.max_epochs=5"
+install: $(BIN)/.installed  ## create .venv and install the package with every extra (constraints.txt pins torch)
+
+train: install  ## train.py with the defaults; ARGS adds overrides: ARGS="model.cell=lstm trainer.max_epochs=5"
 	$(BIN)/python train.py $(ARGS)
 
 pretrain: install  ## the surnames country model (experiment=surnames_pretrain); ARGS adds overrides
 	$(BIN)/python train.py experiment=surnames_pretrain $(ARGS)
 
-test: install  ## real-corpus tests run when NAMES_DATA_DIR points at a folder of <Language>.txt files
+test: install  ## the suite; NAMES_DATA_DIR=<folder of <Language>.txt> adds the real-corpus tests, TEST_WORKERS=0 runs serially
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-lint: install
+lint: install  ## ruff check .
 	$(BIN)/ruff check .
 
-bench: install
+bench: install  ## scripts/benchmark.py; ARGS adds flags (--data ../shared/data/names)
 	$(BIN)/python scripts/benchmark.py $(ARGS)
 
 # The newest of outputs/<date>/<time>/ (a run) and outputs/multirun/<date>/<time>/ (a sweep), by <date>/<time>.
@@ -42,5 +45,5 @@ dashboard: install  ## TensorBoard on the newest run or sweep, bound to localhos
 	if [ -z "$$run" ]; then echo "error: no run under outputs/: run 'make train' first" >&2; exit 2; fi; \
 	echo "tensorboard on $$run"; $(BIN)/tensorboard --logdir "$$run" --host 127.0.0.1
 
-clean:
+clean:  ## remove .venv and caches (outputs/ stays)
 	rm -rf $(VENV) .pytest_cache .ruff_cache src/*.egg-info
