@@ -83,6 +83,8 @@ def test_resume_refuses_a_different_corpus(tmp_path):
 @pytest.mark.parametrize("override, message", [
     ("model.hidden_size=64", "cannot resume this model: model.hidden_size=64 (checkpoint: 32)"),
     ("ckpt_path=garbage.ckpt", "not a readable torch checkpoint"),
+    ("data.split_seed=1", "cannot resume on another split: data.split_seed=1 (checkpoint: 0)"),
+    ("data.split_fractions=[0.6,0.2,0.2]", "data.split_fractions=[0.6, 0.2, 0.2] (checkpoint: [0.8, 0.1, 0.1])"),
 ])
 def test_resume_refuses_a_checkpoint_it_cannot_continue(trained, tmp_path, override, message):
     run, corpus, _ = trained

@@ -113,6 +113,19 @@ def test_datamodule_splits_by_name_and_the_soft_loss_is_cross_entropy_against_th
     torch.testing.assert_close(module.loss(logits, targets, shares), expected)
 
 
+def test_datamodule_refuses_to_resume_on_another_split(tiny_surnames):
+    cache, _ = tiny_surnames
+    saved = SurnamesDataModule(str(cache), split_fractions=[0.8, 0.1, 0.1])
+    saved.setup()
+    same = SurnamesDataModule(str(cache), split_fractions=[0.8, 0.1, 0.1])
+    same.setup()
+    same.load_state_dict(saved.state_dict())
+    other = SurnamesDataModule(str(cache), split_fractions=[0.8, 0.1, 0.1], split_seed=1)
+    other.setup()
+    with pytest.raises(DataError, match=re.escape("cannot resume on another split: data.split_seed=1 (checkpoint: 0)")):
+        other.load_state_dict(saved.state_dict())
+
+
 PRETRAIN = ["experiment=surnames_pretrain", "data.split_fractions=[0.8,0.1,0.1]", "data.batch_size=32",
             "model.hidden_size=32", "model.embedding_dim=16", "trainer.max_epochs=3", "trainer.accelerator=cpu",
             "callbacks.progress_bar=null", "callbacks.grad_accumulation.every_n_steps=3",

@@ -134,8 +134,33 @@ class BucketedDataModule(pl.LightningDataModule):
     split_seed: int
     num_workers: int
 
+    splits: dict
+    corpus_sha256: str
+
     def manifest(self) -> dict:
         raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        raise NotImplementedError
+
+    def corpus_setting(self) -> str:
+        """The setting that names the corpus (data.root or data.cache), for the resume error."""
+        raise NotImplementedError
+
+    def load_state_dict(self, state: dict) -> None:
+        """Refuse to resume on another corpus or split: a resumed run trained on another split would have seen
+        some of the held-out names, and its test score would no longer be held out."""
+        if not self.splits:
+            return
+        mine = self.state_dict()
+        if state.get("corpus_sha256") != mine["corpus_sha256"]:
+            raise DataError(f"{self.corpus_setting()} differs from the corpus this checkpoint was trained on "
+                            "(sha256 mismatch): point it at the original files")
+        wrong = [f"data.{key}={mine[key]} (checkpoint: {state[key]})" for key in mine
+                 if key != "corpus_sha256" and key in state and state[key] != mine[key]]
+        if wrong:
+            raise DataError(f"cannot resume on another split: {', '.join(wrong)}; resume with the checkpoint's "
+                            "data settings")
 
     def write_manifest(self, path: str | Path) -> Path:
         return write_atomically(path, lambda tmp: tmp.write_text(json.dumps(self.manifest(), indent=1)))

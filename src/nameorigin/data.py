@@ -182,11 +182,5 @@ class NamesDataModule(BucketedDataModule):
         return {"corpus_sha256": self.corpus_sha256, "split_seed": self.split_seed,
                 "split_fractions": list(self.split_fractions), "normalize": self.normalize}
 
-    def load_state_dict(self, state: dict) -> None:
-        """Refuse to resume on another corpus or split: the vocabulary and the held-out names would differ."""
-        if self.splits and state.get("corpus_sha256") != self.corpus_sha256:
-            raise DataError(f"data.root={self.root} differs from the corpus this checkpoint was trained on "
-                            "(sha256 mismatch): point data.root at the original files")
-        if self.splits and state.get("split_seed") != self.split_seed:
-            raise DataError(f"data.split_seed={self.split_seed} differs from the checkpoint's "
-                            f"{state.get('split_seed')}: resume with the same split")
+    def corpus_setting(self) -> str:
+        return f"data.root={self.root}"

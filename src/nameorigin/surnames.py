@@ -227,6 +227,5 @@ class SurnamesDataModule(BucketedDataModule):
         return {"corpus_sha256": self.corpus_sha256, "split_seed": self.split_seed,
                 "split_fractions": self.split_fractions, "limit": self.limit, "normalize": "ascii"}
 
-    def load_state_dict(self, state: dict) -> None:
-        if self.splits and state.get("corpus_sha256") != self.corpus_sha256:
-            raise DataError(f"data.cache={self.cache} differs from the corpus this checkpoint was trained on")
+    def corpus_setting(self) -> str:
+        return f"data.cache={self.cache}"
