@@ -149,7 +149,8 @@ def test_results_block_calibration_and_model_card(trained):
     card = (run / "MODEL_CARD.md").read_text()
     assert checkpoint["model_card"] == card
     for section in ("## Data and provenance", "## Test metrics", "| Irish |", "## Calibration",
-                    "## Prediction sets", "not** a person's ethnicity", "## Reproduce", "python train.py data.root="):
+                    "## Prediction sets", "not** a person's ethnicity", "## Reproduce", "python train.py data.root=",
+                    " --baseline` fits it"):
         assert section in card, section
     acc = events(run)
     assert {"calibration/reliability_val", "calibration/reliability_test"} <= set(acc.Tags()["images"])

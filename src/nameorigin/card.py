@@ -75,7 +75,10 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         *([f"- Test names found in names-dataset: accuracy {percent(metrics['test/acc_in_pretrain'])}, macro-F1 "
            f"{metrics['test/macro_f1_in_pretrain']:.3f}; not found: accuracy "
            f"{percent(metrics['test/acc_not_in_pretrain'])}, macro-F1 {metrics['test/macro_f1_not_in_pretrain']:.3f}."]
-          if "test/acc_in_pretrain" in metrics else []), "",
+          if "test/acc_in_pretrain" in metrics else []),
+        "- The reference on this same split is a logistic regression over character 1-4-grams: "
+        f"`python scripts/predict.py CKPT --evaluate {manifest.get('root', 'DIR')} --baseline` fits it (C chosen on "
+        "validation) and compares the two on the same test names, with a paired bootstrap interval.", "",
         "| language | test names | F1 |", "|---|---|---|",
     ]
     for label in labels:
