@@ -142,6 +142,8 @@ def test_results_block_calibration_and_model_card(trained):
     run, _, result = trained
     for key in ("test/acc", "test/acc_any", "test/ece_raw", "test/ece", "test/coverage_90", "test/set_size_90"):
         assert f"  {key} " in result.stdout, key
+    assert "GPU available" in result.stdout + result.stderr  # Lightning's own start-up lines still show
+    assert "litlogger" not in result.stdout + result.stderr  # its advert does not
     checkpoint = torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)
     calibration = checkpoint["calibration"]
     assert set(calibration["conformal"]) == {"0.8", "0.9", "0.95"}

@@ -24,6 +24,17 @@ from nameorigin.data import DataError
 from nameorigin.predict import MODEL_ARGS, PredictError, load_checkpoint
 
 log = logging.getLogger(__name__)
+
+
+class NoAdverts(logging.Filter):
+    """Lightning prints a tip to install its cloud logger at every Trainer start; a training log is no place for it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "litlogger" not in record.getMessage()
+
+
+logging.getLogger("pytorch_lightning.utilities.rank_zero").addFilter(NoAdverts())
+
 # What shapes the weights: a resumed run must be built exactly as the checkpoint was.
 RESUME_MUST_MATCH = (*MODEL_ARGS, "ngram_buckets", "ngram_max")
 # On/off settings, which a value other than true or false would turn on.
