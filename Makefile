@@ -17,7 +17,7 @@ $(BIN)/.installed: pyproject.toml constraints.txt Makefile
 	touch $@
 
 help:  ## this list
-	@grep -E '^[a-z]+:.*## ' Makefile | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z]+:.*## ' $(firstword $(MAKEFILE_LIST)) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 install: $(BIN)/.installed  ## create .venv and install the package with every extra (constraints.txt pins torch)
 

@@ -126,14 +126,14 @@ def bucket_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int, datam
 
 
 class BucketedDataModule(pl.LightningDataModule):
-    """What every corpus' DataModule shares: bucketed loaders over `self.datasets` and the split manifest.
-    Subclasses set datasets, batch_size, split_seed and num_workers, and define manifest()."""
+    """What every corpus' DataModule shares: bucketed loaders over `self.datasets`, the split manifest, and the
+    resume check. Subclasses set datasets, batch_size, split_seed, num_workers, splits and corpus_sha256, and
+    define manifest(), state_dict() (the settings that decide the split) and corpus_setting()."""
 
     datasets: dict[str, Any]
     batch_size: int
     split_seed: int
     num_workers: int
-
     splits: dict
     corpus_sha256: str
 
