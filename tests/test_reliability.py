@@ -96,6 +96,16 @@ def test_resume_refuses_a_checkpoint_it_cannot_continue(trained, tmp_path, overr
     assert not (tmp_path / "outputs").exists()
 
 
+def test_finetuning_refuses_a_start_trained_on_this_corpus_with_another_split(trained, tmp_path):
+    # The starting weights learnt split seed 0's training names, some of which split seed 1 holds out.
+    run, corpus, _ = trained
+    result = train(tmp_path, "experiment=finetune", f"model.init_from={run / 'checkpoints' / 'best.ckpt'}",
+                   f"data.root={corpus}", "model.known_names_cache=null", *TINY, "data.split_seed=1")
+    assert result.returncode == 2 and "was trained on this corpus with another split (data.split_seed=0)" in \
+        result.stderr, result.stderr[-2000:]
+    assert len(result.stderr.strip().splitlines()) == 1 and not run_dirs(tmp_path)
+
+
 def test_divergence_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(tmp_path):
     corpus = write_corpus(tmp_path / "names")
     # A sane first epoch, then the schedule multiplies the learning rate by 1e30.

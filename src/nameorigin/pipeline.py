@@ -141,6 +141,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
         datamodule.fixed_vocab = pretrained["hyper_parameters"]["vocab"]
     datamodule.prepare_data()
     datamodule.setup("fit")
+    if pretrained is not None:
+        transfer.check_held_out(cfg.model.init_from, pretrained, datamodule)
     if ckpt_path is not None:  # before the model is built from this corpus' vocabulary
         datamodule.load_state_dict(resumed.get(type(datamodule).__name__, {}))
     model = build_model(cfg, datamodule, pretrained)

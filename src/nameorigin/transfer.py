@@ -44,6 +44,23 @@ def load_pretrained(path: str, model_cfg: DictConfig) -> dict:
     return checkpoint
 
 
+def check_held_out(path: str, checkpoint: dict, datamodule: Any) -> None:
+    """Refuse a starting point trained on this same corpus with another split: its weights have learnt names that
+    are validation or test names here, so the new run's held-out scores would not be held out."""
+    state = checkpoint.get(type(datamodule).__name__)
+    if not state:  # pretrained on another corpus (the surnames), or saved without its split settings
+        return
+    mine = datamodule.state_dict()
+    if state.get("corpus_sha256") != mine["corpus_sha256"]:
+        return
+    other = [f"data.{key}={state[key]}" for key in mine
+             if key != "corpus_sha256" and state.get(key, mine[key]) != mine[key]]
+    if other:
+        raise TransferError(f"model.init_from={path} was trained on this corpus with another split "
+                            f"({', '.join(other)}): it has seen names held out here; start from a surnames "
+                            "pretraining, or use its split settings")
+
+
 def known_names(cache: str, vocab: list[str]) -> KnownNames:
     """The known-name table over the surnames cache, keyed with the pretrained vocabulary."""
     from nameorigin.surnames import Surnames
