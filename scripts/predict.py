@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import TextIO
 
 from nameorigin.atomic import write_atomically
-from nameorigin.predict import BATCH_SIZE, PredictError, Prediction, Predictor, load_checkpoint, newest_checkpoint
+from nameorigin.predict import (
+    BATCH_SIZE,
+    EXPORTED_SUFFIXES,
+    PredictError,
+    Prediction,
+    Predictor,
+    load_checkpoint,
+    newest_checkpoint,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -129,7 +137,8 @@ def write(predictions: Iterable[Prediction], fmt: str) -> None:
 
 
 def print_card(path: str) -> None:
-    card = load_checkpoint(path).get("model_card")
+    card = Predictor.load(path).model_card if Path(path).suffix in EXPORTED_SUFFIXES else \
+        load_checkpoint(path).get("model_card")
     if not card:
         raise PredictError(f"checkpoint {path} holds no model card: it was saved before testing finished; "
                            "use the run's best.ckpt")

@@ -160,7 +160,7 @@ def test_evaluate_reproduces_the_training_test_score(trained, checkpoint, tmp_pa
 
 
 @pytest.mark.parametrize("fmt", ["pt2", "onnx"])
-def test_export_agrees_with_the_checkpoint_to_1e_5(checkpoint, exported, fmt, tmp_path):
+def test_export_agrees_with_the_checkpoint_to_1e_5(trained, checkpoint, exported, fmt, tmp_path):
     names = hostile_names(300, seed=3) + ["Kanemoto", "Pavlovsky", "Donagh", "Rinelli", "O'Kanemotoagh"]
     ours = Predictor.from_checkpoint(checkpoint)
     served = Predictor.load(exported.with_suffix(f".{fmt}"))
@@ -174,6 +174,14 @@ def test_export_agrees_with_the_checkpoint_to_1e_5(checkpoint, exported, fmt, tm
                          "--coverage", "0.9"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)[0]["prediction_set"][0] == ours.predict(["Kanemoto"])[0].predictions[0][0]
+    # The sidecar carries the split settings and the card: the program is scored on its own held-out names.
+    served_path, corpus = str(exported.with_suffix(f".{fmt}")), str(trained[1])
+    scores = [run_script([PREDICT, path, "--evaluate", corpus], cwd=tmp_path)
+              for path in (str(checkpoint), served_path)]
+    assert all(r.returncode == 0 for r in scores), [r.stderr for r in scores]
+    assert scores[0].stdout.splitlines()[:3] == scores[1].stdout.splitlines()[:3]
+    card = run_script([PREDICT, served_path, "--card"], cwd=tmp_path)
+    assert card.returncode == 0 and card.stdout == torch.load(checkpoint, weights_only=True)["model_card"]
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Export a checkpoint's model in current formats: a `torch.export` program (.pt2) and ONNX (.onnx), each with
-a JSON sidecar (vocabulary, labels, normalization, calibration), so serving needs neither Lightning nor this
-package's training code.
+a JSON sidecar (vocabulary, labels, normalization, calibration, split settings, model card), so serving needs
+neither Lightning nor this package's training code.
 
 The timestep loop is written as a `scan` (torch's higher-order op for loops), so both formats keep the batch
 size and the number of characters dynamic instead of unrolling the loop for one name length.
@@ -94,9 +94,11 @@ def export_model(predictor: Any, stem: str | Path, formats: tuple[str, ...] = FO
         onnx_program = torch.onnx.export(program, example_inputs(), dynamo=True, input_names=["tokens", "lengths"],
                                          output_names=["logits"], verbose=False)
         writers[stem.with_suffix(".onnx")] = lambda p: onnx_program.save(str(p), external_data=False)
-    meta = {"format": "nameorigin-export-2", "vocab": predictor.vocab, "labels": predictor.labels,
+    # The split settings let `predict.py --evaluate` score the exported program on its own held-out names.
+    meta = {"format": "nameorigin-export-3", "vocab": predictor.vocab, "labels": predictor.labels,
             "normalize": predictor.normalize, "calibration": predictor.calibration,
-            "label_names": None if predictor.label_names is None else list(predictor.label_names.values())}
+            "label_names": None if predictor.label_names is None else list(predictor.label_names.values()),
+            "data_settings": predictor.data_settings, "model_card": predictor.model_card}
     writers[sidecar_path(stem.with_suffix(".pt2"))] = lambda p: p.write_text(json.dumps(meta, ensure_ascii=False))
     for path, write in writers.items():
         write_atomically(path, write)

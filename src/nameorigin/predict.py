@@ -84,8 +84,10 @@ class Predictor:
 
     def __init__(self, net: CharRNN | ExportedNet, vocab: Sequence[str], labels: Sequence[str],
                  normalize: str = "ascii", device: str = "cpu", data_settings: dict | None = None,
-                 calibration: dict | None = None, calibrated: bool = True, label_names: Sequence[str] | None = None):
+                 calibration: dict | None = None, calibrated: bool = True, label_names: Sequence[str] | None = None,
+                 model_card: str | None = None):
         self.net, self.vocab, self.labels, self.normalize = net.eval(), list(vocab), list(labels), normalize
+        self.model_card = model_card  # MODEL_CARD.md, carried into exports
         self.data_settings = data_settings or {}  # split settings + corpus hash, for evaluate()
         self.calibration = calibration or {}  # temperature (already inside the model) and conformal thresholds
         self.label_names = dict(zip(self.labels, label_names, strict=True)) if label_names else None
@@ -109,7 +111,8 @@ class Predictor:
             raise PredictError(f"checkpoint {path} does not match its own model settings: it is damaged or "
                                "from another version; retrain or pick another .ckpt") from None
         return cls(net, hp["vocab"], hp["labels"], hp.get("normalize", "ascii"), device,
-                   checkpoint.get("NamesDataModule"), checkpoint.get("calibration"), calibrated, hp.get("label_names"))
+                   checkpoint.get("NamesDataModule"), checkpoint.get("calibration"), calibrated, hp.get("label_names"),
+                   checkpoint.get("model_card"))
 
     @classmethod
     def from_exported(cls, path: str | Path, calibrated: bool = True) -> Predictor:
@@ -126,8 +129,8 @@ class Predictor:
         except Exception as error:  # a damaged or foreign file, whatever the runtime raises for it
             raise PredictError(f"exported model {path} could not be read ({type(error).__name__}): "
                                "export it again") from None
-        return cls(net, meta["vocab"], meta["labels"], meta.get("normalize", "ascii"), "cpu",
-                   calibration=meta.get("calibration"), calibrated=calibrated, label_names=meta.get("label_names"))
+        return cls(net, meta["vocab"], meta["labels"], meta.get("normalize", "ascii"), "cpu", meta.get("data_settings"),
+                   meta.get("calibration"), calibrated, meta.get("label_names"), meta.get("model_card"))
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", calibrated: bool = True) -> Predictor:
