@@ -41,6 +41,11 @@ class NameClassifier(pl.LightningModule):
                 operator.index(value)
             except TypeError:
                 raise ValueError(f"{key}={value!r} must be a whole number") from None
+        rates = {"dropout": dropout, "input_dropout": input_dropout, "label_smoothing": label_smoothing,
+                 "logit_adjustment": logit_adjustment, "pretrained_lr_scale": pretrained_lr_scale}
+        for key, value in rates.items():  # 'abc' would otherwise fail as "'<=' not supported between int and str"
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ValueError(f"{key}={value!r} must be a finite number")
         vocab, labels = [str(c) for c in vocab], [str(label) for label in labels]
         class_weights = None if class_weights is None else [float(w) for w in class_weights]
         class_prior = None if class_prior is None else [float(p) for p in class_prior]

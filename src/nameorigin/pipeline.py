@@ -57,7 +57,9 @@ def build(cfg: DictConfig, group: str, **kwargs: Any) -> Any:
         cause = error.__cause__
         if isinstance(cause, DataError):
             raise cause from None
-        if isinstance(cause, ValueError | TypeError | MisconfigurationException):  # the last: Lightning's
+        # MisconfigurationException: Lightning's refusals; ModuleNotFoundError: an accelerator or logger whose
+        # package is missing (trainer.accelerator=tpu needs torch_xla).
+        if isinstance(cause, ValueError | TypeError | MisconfigurationException | ModuleNotFoundError):
             raise ConfigError(f"{group}: {cause}") from None
         raise
 
@@ -113,6 +115,8 @@ def check_settings(cfg: DictConfig) -> None:
     for key, value in {"seed": cfg.get("seed"), "trainer.max_epochs": cfg.trainer.get("max_epochs")}.items():
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise ConfigError(f"{key}={value!r} must be a whole number")
+    if cfg.get("seed") is not None and not 0 <= cfg.seed < 2**32:  # numpy's range, which seed_everything enforces
+        raise ConfigError(f"seed={cfg.seed} must be between 0 and 2**32 - 1")
     epochs = cfg.trainer.get("max_epochs")
     if epochs is not None and epochs != -1 and epochs < 1:  # -1 is Lightning's "no limit"
         raise ConfigError(f"trainer.max_epochs={epochs} trains nothing: pass a positive number of epochs")
