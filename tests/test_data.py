@@ -155,6 +155,8 @@ def test_broken_download_leaves_data_folder_as_it_was(tmp_path, content):
 def test_offline_download_says_where_to_put_the_files(tmp_path):
     with pytest.raises(DataError, match="data.root="):
         download_corpus(tmp_path / "names", (tmp_path / "missing.zip").as_uri())
+    with pytest.raises(DataError, match="could not download the corpus from foo .unknown url type"):
+        download_corpus(tmp_path / "names", "foo")  # data.url=foo: not a URL at all
 
 
 @pytest.mark.parametrize("kwargs, key", [({"split_fractions": [0.5, 0.2, 0.2]}, "split_fractions"),
@@ -163,7 +165,8 @@ def test_offline_download_says_where_to_put_the_files(tmp_path):
                                          ({"batch_size": 1.5}, "data.batch_size=1.5 must be a whole number"),
                                          ({"split_seed": "abc"}, "data.split_seed='abc' must be a whole number"),
                                          ({"split_fractions": [1.0, 0, 0]}, "with val and test above 0"),
-                                         ({"split_fractions": "abc"}, "data.split_fractions=abc must be three")])
+                                         ({"split_fractions": "abc"}, "data.split_fractions=abc must be three"),
+                                         ({"root": " "}, "data.root is empty")])
 def test_datamodule_rejects_bad_settings(kwargs, key):
     with pytest.raises(DataError, match=key):
         NamesDataModule(**kwargs)

@@ -33,8 +33,8 @@ class GradAccumulationLogger(Callback):
 
     def __init__(self, every_n_steps: int = 50, tolerance: float = 1e-5, horizon_mass: float = 0.9,
                  max_distance: int = 20):
-        if every_n_steps < 1:
-            raise ValueError(f"callbacks.grad_accumulation.every_n_steps={every_n_steps} must be >= 1")
+        if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int) or every_n_steps < 1:
+            raise ValueError(f"callbacks.grad_accumulation.every_n_steps={every_n_steps!r} must be a whole number >= 1")
         self.every_n_steps, self.tolerance = every_n_steps, tolerance
         self.horizon_mass, self.max_distance = horizon_mass, max_distance
         self.history: list[dict[str, Any]] = []  # one entry per inspected step, kept for the epoch-end images

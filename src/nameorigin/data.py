@@ -119,6 +119,8 @@ class NamesDataModule(BucketedDataModule):
         super().__init__()
         check_loader_settings(batch_size, num_workers, split_seed=split_seed)
         fractions = check_split_fractions(split_fractions)
+        if not str(root).strip():  # Path("") is the working directory: a download would unpack into it
+            raise DataError("data.root is empty: pass the folder of <Language>.txt files (default data/names)")
         if normalize not in NORMALIZERS:
             raise DataError(f"data.normalize={normalize!r} is not one of {', '.join(NORMALIZERS)}")
         self.root, self.url, self.normalize, self.download = Path(root), url, normalize, download

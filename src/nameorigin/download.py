@@ -23,7 +23,7 @@ def download_corpus(root: str | Path, url: str = CORPUS_URL) -> Path:
         try:
             with urllib.request.urlopen(url, timeout=60) as response, archive.open("wb") as out:
                 shutil.copyfileobj(response, out)
-        except OSError as error:
+        except (OSError, ValueError) as error:  # ValueError: not a URL at all (data.url=foo)
             raise DataError(
                 f"could not download the corpus from {url} ({error}): put the <Language>.txt files "
                 f"in {root} or pass data.root=<folder>"
