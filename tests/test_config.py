@@ -94,6 +94,7 @@ def test_overfit_debug_drives_the_loss_near_zero(tmp_path):
     events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0}).Reload()
     losses = [e.value for e in events.Scalars("train/loss_epoch")]
     assert losses[0] > 1.0 and losses[-1] < 0.05, losses[::10]
+    assert len(events.Scalars("train/loss_step")) == 2 * 40  # every step of the two batches is on the curve
 
 
 def test_fast_dev_run(tmp_path):
