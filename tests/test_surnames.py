@@ -290,7 +290,8 @@ def test_real_package_converts_with_the_documented_counts(tmp_path):
     ({"num_workers": -1}, "data.num_workers=-1 must be >= 0"),
     ({"limit": 2.5}, "data.limit=2.5 must be a whole number"),
     ({"split_fractions": [0.5, 0.5]}, "data.split_fractions=[0.5, 0.5] must be three numbers"),
+    ({"cache": __file__}, "is a file: pass a folder"),
 ])
 def test_surnames_datamodule_refuses_bad_settings(kwargs, message):
     with pytest.raises(DataError, match=re.escape(message)):
-        SurnamesDataModule("unused", **kwargs)
+        SurnamesDataModule(**{"cache": "unused", **kwargs})

@@ -183,6 +183,9 @@ class SurnamesDataModule(BucketedDataModule):
             raise DataError(f"data.normalize={normalize!r}: the surnames cache is folded to ASCII; use ascii")
         if limit < 0:
             raise DataError(f"data.limit={limit} must be >= 0 (0 means every name, > 0 a sample of that many)")
+        if Path(cache).exists() and not Path(cache).is_dir():  # found now, not after minutes of conversion
+            raise DataError(f"data.cache={cache} is a file: pass a folder for the converted names (default "
+                            "data/surnames)")
         self.cache, self.split_seed = Path(cache), int(split_seed)
         self.split_fractions = check_split_fractions(split_fractions)
         self.batch_size, self.limit, self.num_workers = int(batch_size), int(limit), int(num_workers)
