@@ -104,6 +104,15 @@ def test_fast_dev_run(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
 
 
+def test_profiler_writes_its_report_into_the_run_folder(tmp_path):
+    corpus = write_corpus(tmp_path / "names")
+    result = train(tmp_path, f"data.root={corpus}", *TINY, "debug=profiler", "test=false")
+    assert result.returncode == 0, result.stderr[-2000:]
+    (run,) = run_dirs(tmp_path)
+    assert "run_training_epoch" in (run / "fit-profile.txt").read_text()
+    assert "run_training_epoch" not in result.stdout  # the report is not dumped on the terminal
+
+
 @pytest.mark.slow
 def test_multirun_sweeps_cells_into_one_sweep_folder(tmp_path):
     corpus = write_corpus(tmp_path / "names")
