@@ -68,6 +68,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--column needs --file: the table to read")
     if args.out and not args.column:
         parser.error("--out writes tables: use it with --file and --column")
+    if args.out and Path(args.out).is_dir():
+        parser.error(f"--out {args.out} is a folder: pass the path of the table to write, e.g. {args.out}/out.csv")
     if args.delimiter is not None and not args.column:
         parser.error("--delimiter reads tables: use it with --file and --column")
     if args.baseline and not args.evaluate:

@@ -109,6 +109,7 @@ def test_bad_checkpoints_exit_2_with_one_line(checkpoint, tmp_path, make, messag
     (["--evaluate", "."], ". holds no <Language>.txt files"),
     (["--known-names", "data/surnames", "Kanemoto"], "--known-names splits the test-split scores"),
     (["--uncalibrated", "--coverage", "0.9", "Kanemoto"], "drop --uncalibrated"),
+    (["--file", "people.csv", "--column", "surname", "--out", "."], "--out . is a folder"),
 ])
 def test_usage_errors_exit_2_without_a_traceback(checkpoint, tmp_path, flags, message):
     result = run_script([PREDICT, str(checkpoint), *flags], cwd=tmp_path)
