@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from nameorigin.model import GATES, CharRNN
 from nameorigin.predict import PredictError, resolve_device
 from nameorigin.speed import FusedClassifier, TutorialRNN, alternate, make_batches, train_run
+from nameorigin.textnorm import DataError
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("train", "tutorial", "logging", "predict", "accuracy")
@@ -259,7 +260,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         args.data = str(Path(args.data).resolve())
     skip = set(args.skip.split(",")) - {""}
-    names = corpus_names(args.data)
+    try:
+        names = corpus_names(args.data)
+    except DataError as error:  # a folder without <Language>.txt files, a non-UTF-8 file, ...
+        print(f"error: --data: {error}", file=sys.stderr)
+        return 2
     results: dict = {}
     if "train" not in skip:
         results["train"] = bench_training(args, names)

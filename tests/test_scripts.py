@@ -91,6 +91,7 @@ def test_benchmark_accuracy_part_with_a_relative_data_folder(tiny_corpus, tmp_pa
     (["--skip", "predcit"], "--skip predcit: choose from"),
     (["--device", "tpu"], "--device tpu: use cpu, cuda or auto"),
     (["--ngram-buckets", "-1"], "--ngram-buckets -1 must be >= 0"),
+    (["--data", "."], "holds no <Language>.txt files"),  # tmp_path: an empty folder
 ])
 def test_benchmark_usage_errors_exit_2(tmp_path, flags, message):
     result = run_script([str(SCRIPTS / "benchmark.py"), *flags], cwd=tmp_path)
