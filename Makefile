@@ -28,7 +28,7 @@ train: install  ## train.py with the defaults; ARGS adds overrides: ARGS="model.
 pretrain: install  ## the surnames country model (experiment=surnames_pretrain); ARGS adds overrides
 	$(BIN)/python train.py experiment=surnames_pretrain $(ARGS)
 
-test: install  ## the suite; NAMES_DATA_DIR=<folder of <Language>.txt> adds the real-corpus tests, TEST_WORKERS=0 runs serially
+test: install  ## the suite; NAMES_DATA_DIR=<corpus folder> adds the real-corpus tests; TEST_WORKERS=0: serial
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: install  ## ruff check .
