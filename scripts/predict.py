@@ -28,6 +28,7 @@ from nameorigin.predict import (
     Predictor,
     load_checkpoint,
     newest_checkpoint,
+    read_sidecar,
 )
 
 
@@ -139,8 +140,8 @@ def write(predictions: Iterable[Prediction], fmt: str) -> None:
 
 
 def print_card(path: str) -> None:
-    card = Predictor.load(path).model_card if Path(path).suffix in EXPORTED_SUFFIXES else \
-        load_checkpoint(path).get("model_card")
+    saved = read_sidecar(path) if Path(path).suffix in EXPORTED_SUFFIXES else load_checkpoint(path)
+    card = saved.get("model_card")
     if not card:
         raise PredictError(f"checkpoint {path} holds no model card: it was saved before testing finished; "
                            "use the run's best.ckpt")

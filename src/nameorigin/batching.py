@@ -147,6 +147,12 @@ class BucketedDataModule(pl.LightningDataModule):
         """The setting that names the corpus (data.root or data.cache), for the resume error."""
         raise NotImplementedError
 
+    def split_differences(self, state: dict) -> list[str]:
+        """The split settings (keys of state_dict() but the corpus hash) on which a saved state differs from this
+        data module's; settings the state does not hold are not compared."""
+        mine = self.state_dict()
+        return [key for key in mine if key != "corpus_sha256" and key in state and state[key] != mine[key]]
+
     def load_state_dict(self, state: dict) -> None:
         """Refuse to resume on another corpus or split: a resumed run trained on another split would have seen
         some of the held-out names, and its test score would no longer be held out."""
@@ -156,8 +162,7 @@ class BucketedDataModule(pl.LightningDataModule):
         if state.get("corpus_sha256") != mine["corpus_sha256"]:
             raise DataError(f"{self.corpus_setting()} differs from the corpus this checkpoint was trained on "
                             "(sha256 mismatch): point it at the original files")
-        wrong = [f"data.{key}={mine[key]} (checkpoint: {state[key]})" for key in mine
-                 if key != "corpus_sha256" and key in state and state[key] != mine[key]]
+        wrong = [f"data.{key}={mine[key]} (checkpoint: {state[key]})" for key in self.split_differences(state)]
         if wrong:
             raise DataError(f"cannot resume on another split: {', '.join(wrong)}; resume with the checkpoint's "
                             "data settings")

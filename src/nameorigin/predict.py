@@ -118,11 +118,8 @@ class Predictor:
     def from_exported(cls, path: str | Path, calibrated: bool = True) -> Predictor:
         """A .pt2 (torch.export) or .onnx program written by scripts/export.py, with its .json sidecar."""
         path = Path(path)
-        sidecar = path.with_suffix(".json")
-        if not path.is_file() or not sidecar.is_file():
-            raise PredictError(f"exported model {path} or its sidecar {sidecar.name} is missing: run scripts/export.py")
+        meta = read_sidecar(path)
         try:
-            meta = json.loads(sidecar.read_text())
             net = ExportedNet(path)
         except ImportError as error:
             raise PredictError(f"reading {path.name} needs {error.name}: pip install -e '.[export]'") from None
@@ -208,6 +205,19 @@ class Predictor:
         ranked = members.gather(1, order)
         return [[self.labels[j] for j, keep in zip(row, flags, strict=True) if keep]
                 for row, flags in zip(order.tolist(), ranked.tolist(), strict=True)]
+
+
+def read_sidecar(path: str | Path) -> dict:
+    """The .json written beside an exported program: vocabulary, labels, calibration, split settings, card."""
+    path = Path(path)
+    sidecar = path.with_suffix(".json")
+    if not path.is_file() or not sidecar.is_file():
+        raise PredictError(f"exported model {path} or its sidecar {sidecar.name} is missing: run scripts/export.py")
+    try:
+        return json.loads(sidecar.read_text())
+    except (ValueError, OSError) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise PredictError(f"exported model {path} could not be read ({type(error).__name__}): "
+                           "export it again") from None
 
 
 def resolve_device(device: str) -> str:

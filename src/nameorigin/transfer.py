@@ -48,13 +48,10 @@ def check_held_out(path: str, checkpoint: dict, datamodule: Any) -> None:
     """Refuse a starting point trained on this same corpus with another split: its weights have learnt names that
     are validation or test names here, so the new run's held-out scores would not be held out."""
     state = checkpoint.get(type(datamodule).__name__)
-    if not state:  # pretrained on another corpus (the surnames), or saved without its split settings
+    # No state: pretrained on another corpus (the surnames), or saved without its split settings.
+    if not state or state.get("corpus_sha256") != datamodule.corpus_sha256:
         return
-    mine = datamodule.state_dict()
-    if state.get("corpus_sha256") != mine["corpus_sha256"]:
-        return
-    other = [f"data.{key}={state[key]}" for key in mine
-             if key != "corpus_sha256" and state.get(key, mine[key]) != mine[key]]
+    other = [f"data.{key}={state[key]}" for key in datamodule.split_differences(state)]
     if other:
         raise TransferError(f"model.init_from={path} was trained on this corpus with another split "
                             f"({', '.join(other)}): it has seen names held out here; start from a surnames "
