@@ -63,6 +63,8 @@ def test_every_trainer_config_composes_and_instantiates(tmp_path):
     ("model.dropout=nan", "dropout=nan must be a finite number"),
     ("callbacks.grad_accumulation.every_n_steps=abc", "every_n_steps='abc' must be a whole number >= 1"),
     ("seed=-1", "seed=-1 must be between 0 and 2**32 - 1"),
+    ("model.optimizer._target_=torch.optim.Adamw", "model.optimizer._target_=torch.optim.Adamw cannot be imported"),
+    ("callbacks.grad_accumulation._target_=nameorigin.Nope", "callbacks.grad_accumulation._target_=nameorigin.Nope"),
 ])
 def test_settings_that_would_fail_late_are_refused_before_training(tiny_corpus, override, message):
     # In process: train() must raise before it builds a Trainer (which needs Hydra's run folder). The subprocess

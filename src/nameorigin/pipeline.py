@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,11 @@ def build(cfg: DictConfig, group: str, **kwargs: Any) -> Any:
         cause = error.__cause__
         if isinstance(cause, DataError):
             raise cause from None
+        unknown = re.match(r"Error locating target '([^']*)'.*\nfull_key: (\S+)", str(error), re.DOTALL)
+        if unknown:  # a misspelled _target_: Hydra's own message is three lines and a hint about HYDRA_FULL_ERROR
+            target, key = unknown.groups()
+            raise ConfigError(f"{key}._target_={target} cannot be imported: give the dotted path "
+                              "of an importable class, e.g. torch.optim.AdamW for an optimizer") from None
         # MisconfigurationException: Lightning's refusals; ModuleNotFoundError: an accelerator or logger whose
         # package is missing (trainer.accelerator=tpu needs torch_xla).
         if isinstance(cause, ValueError | TypeError | MisconfigurationException | ModuleNotFoundError):
