@@ -1,11 +1,13 @@
 """Train the name-origin classifier: `python train.py [hydra overrides]`, e.g. `model.cell=lstm`."""
 
+import os
 import shutil
 import sys
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import DictConfig
 
 from nameorigin.data import DataError
@@ -25,6 +27,16 @@ def remove_run_folder(run: Path, log_dir: Path) -> None:
             parent.rmdir()  # only succeeds when empty
         except OSError:
             break
+
+
+def one_line(error: HydraException) -> str:
+    """Hydra's override errors span several lines (the options, its search path, a hint): the same in one line."""
+    if isinstance(error, MissingConfigException) and error.options:
+        return f"{str(error).splitlines()[0]}: choose one of {', '.join(error.options)}"
+    text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    if isinstance(error, OverrideParseException):
+        text = f"cannot parse the override {error.override!r}: {text}"
+    return f"{text} ({str(error.__cause__).splitlines()[0]})" if error.__cause__ is not None else text
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
@@ -47,8 +59,16 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    wants_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    # Hydra then raises a bad override's error here instead of printing its own multi-line report.
+    os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         main()
+    except HydraException as error:
+        if task_started or wants_traceback:
+            raise
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        sys.exit(2)
     except SystemExit as exit_:
         # Hydra exits 1 on a bad override before the task runs: that is a usage error, so 2.
         sys.exit(2 if exit_.code == 1 and not task_started else exit_.code)

@@ -127,6 +127,8 @@ def test_tensorboard_server_serves_the_run(trained):
     (lambda d: write_corpus(d), "model.optimizer.lr=-1", "Invalid learning rate: -1"),
     (lambda d: write_corpus(d), "trainer.devices=0", "trainer: `Trainer(devices=0)` value is not a valid input"),
     (lambda d: write_corpus(d), "trainer.accelerator=tpu", "trainer: Requirement 'torch_xla"),  # its package absent
+    (lambda d: write_corpus(d), "trainer=tpu", "Could not find 'trainer/tpu': choose one of cpu, ddp, ddp_cpu,"),
+    (lambda d: write_corpus(d), "model.hidden_size=[", "cannot parse the override 'model.hidden_size=['"),
 ])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, setup, override, message):
     corpus = tmp_path / "names"
@@ -134,7 +136,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, setup, ove
     args = [f"data.root={corpus}", "data.download=false", *TINY] + ([override] if override else [])
     result = train(tmp_path, *args)
     assert result.returncode == 2, (result.stdout[-2000:], result.stderr[-2000:])
-    assert message in result.stderr
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
     assert "Traceback" not in result.stderr + result.stdout
     assert not (tmp_path / "outputs").exists()  # not even an empty date folder
 
