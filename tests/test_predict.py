@@ -83,6 +83,7 @@ class Exploit:
 
 @pytest.mark.parametrize("make, message", [
     (lambda p, ck: None, "does not exist"),
+    (lambda p, ck: p.mkdir(), "bad.ckpt is a folder: pass the path of a .ckpt file"),
     (lambda p, ck: p.write_bytes(ck.read_bytes()[:4096]), "not a readable torch checkpoint"),
     (lambda p, ck: p.write_text("hello"), "not a readable torch checkpoint"),
     (lambda p, ck: p.write_text("garbage\n"), "not a readable torch checkpoint"),  # an unpickling error

@@ -96,7 +96,8 @@ def resolve_checkpoint(cfg: DictConfig) -> tuple[str | None, dict]:
     if cfg.ckpt_path == "last":
         path = find_last_checkpoint(cfg.paths.log_dir, exclude=cfg.paths.output_dir)
     elif not Path(cfg.ckpt_path).is_file():
-        raise ConfigError(f"ckpt_path={cfg.ckpt_path} does not exist: pass an existing .ckpt or ckpt_path=last")
+        state = "is a folder" if Path(cfg.ckpt_path).is_dir() else "does not exist"
+        raise ConfigError(f"ckpt_path={cfg.ckpt_path} {state}: pass an existing .ckpt or ckpt_path=last")
     else:
         path = Path(cfg.ckpt_path)
     try:  # a broken or foreign file is one line here, not a traceback from inside Lightning

@@ -58,7 +58,8 @@ def load_checkpoint(path: str | Path) -> dict:
     """torch.load with weights_only=True: a checkpoint whose pickle would run code is refused, never executed."""
     path = Path(path)
     if not path.is_file():
-        raise PredictError(f"checkpoint {path} does not exist: pass the path of a .ckpt file")
+        state = "is a folder" if path.is_dir() else "does not exist"
+        raise PredictError(f"checkpoint {path} {state}: pass the path of a .ckpt file")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
