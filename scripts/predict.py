@@ -86,6 +86,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--top-k {args.top_k}: show at least 1 language per name")
     if args.batch_size < 1:
         parser.error(f"--batch-size {args.batch_size}: pass at least 1 name per forward pass")
+    if not (args.names or args.file or args.evaluate or args.card) and sys.stdin.isatty():
+        # Reading a terminal would wait, silently, for names nobody meant to type.
+        parser.error("no names to classify: pass them after the checkpoint, with --file, or on standard input "
+                     "(< names.txt)")
     return args
 
 
@@ -104,7 +108,11 @@ def read_names(args: argparse.Namespace) -> list[str]:
         except UnicodeDecodeError as error:
             raise PredictError(f"--file {args.file} is not UTF-8 (byte {error.start}): re-save it as UTF-8") from None
     else:
-        lines = sys.stdin.buffer.read().decode("utf-8", errors="replace").splitlines()
+        try:
+            lines = sys.stdin.buffer.read().decode("utf-8").splitlines()
+        except UnicodeDecodeError as error:
+            raise PredictError(f"standard input is not UTF-8 (byte {error.start}): re-save the names as UTF-8, "
+                               "or pass --file") from None
     return [line for line in lines if line.strip()]
 
 

@@ -75,8 +75,8 @@ def run_script(args: list[str], cwd: Path, timeout: int = 300, **kwargs) -> subp
     see are not hidden."""
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
     env.pop("PYTHONWARNINGS", None)
-    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=env, **kwargs)
+    kwargs.setdefault("text", True)
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, timeout=timeout, env=env, **kwargs)
 
 
 def train(cwd: Path, *overrides: str, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import pty
 import random
 import shutil
 from pathlib import Path
@@ -68,6 +69,18 @@ def test_script_text_json_csv_stdin_and_file(checkpoint, tmp_path):
     table = list(csv.DictReader(io.StringIO(as_csv.stdout)))
     assert len(table) == 6 and table[0].keys() == {"name", "language", "probability", "rank"}
     assert [r["rank"] for r in table[:3]] == ["1", "2", "3"]
+
+
+def test_script_refuses_a_terminal_without_names_and_stdin_that_is_not_utf8(checkpoint, tmp_path):
+    terminal, other_end = pty.openpty()  # a real terminal on standard input: reading it would wait forever
+    try:
+        waiting = run_script([PREDICT, str(checkpoint)], cwd=tmp_path, stdin=other_end, timeout=120)
+    finally:
+        os.close(terminal), os.close(other_end)
+    assert waiting.returncode == 2 and "no names to classify" in waiting.stderr, waiting.stderr
+    latin1 = run_script([PREDICT, str(checkpoint)], cwd=tmp_path, input="Müller\n".encode("latin-1"), text=False)
+    assert latin1.returncode == 2 and latin1.stderr.decode().strip() == \
+        "error: standard input is not UTF-8 (byte 1): re-save the names as UTF-8, or pass --file"
 
 
 def test_latest_finds_the_newest_best_checkpoint(trained):
