@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from nameorigin.export import FORMATS, export_model, onnx_limitation
 from nameorigin.predict import PredictError, Predictor
@@ -26,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:
         parser.error(f"--formats {args.formats!r}: choose from {', '.join(FORMATS)}")
+    if Path(args.out).is_dir():  # the stem of a folder would write its files beside it, as <folder>.pt2
+        parser.error(f"--out {args.out} is a folder: pass a path stem in it, e.g. {Path(args.out) / 'model'}")
     try:
         predictor = Predictor.from_checkpoint(args.checkpoint)
         if args.formats is None and (reason := onnx_limitation(predictor.net)):

@@ -104,3 +104,11 @@ def test_export_refuses_formats_it_does_not_write(tmp_path, formats):
     result = run_script([str(SCRIPTS / "export.py"), "any.ckpt", "--formats", formats], cwd=tmp_path)
     assert result.returncode == 2 and f"--formats {formats!r}: choose from pt2, onnx" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and list(tmp_path.iterdir()) == []
+
+
+def test_export_refuses_a_folder_as_the_path_stem(tmp_path):
+    (tmp_path / "exports").mkdir()
+    result = run_script([str(SCRIPTS / "export.py"), "any.ckpt", "--out", "exports"], cwd=tmp_path)
+    assert result.returncode == 2 and "--out exports is a folder: pass a path stem in it, e.g. exports/model" in \
+        result.stderr, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exports"]
