@@ -7,6 +7,7 @@ import torch
 from torchmetrics.classification import MulticlassCalibrationError
 
 from nameorigin.calibration import (
+    TEMPERATURE_RANGE,
     calibrate,
     conformal_thresholds,
     expected_calibration_error,
@@ -29,6 +30,16 @@ def test_fit_temperature_recovers_the_overconfidence_factor(true_temperature):
     logits, labels = sample(20_000)
     fitted = fit_temperature(logits * true_temperature, labels)
     assert fitted == pytest.approx(true_temperature, rel=0.05)
+
+
+def test_a_validation_split_without_errors_stops_the_temperature_at_its_bound():
+    # Every name right by a wide margin: the loss keeps falling as T -> 0, which would make every probability 1.0.
+    labels = torch.arange(300) % 3
+    logits = torch.randn(300, 3, generator=torch.Generator().manual_seed(4)) * 0.1
+    logits[torch.arange(300), labels] += 5
+    summary = calibrate(logits, labels, [0.9])
+    assert summary["temperature"] == pytest.approx(TEMPERATURE_RANGE[0]) and summary["temperature_at_bound"]
+    assert not calibrate(*sample(5_000, seed=5), [0.9])["temperature_at_bound"]
 
 
 def test_ece_matches_torchmetrics_and_drops_after_scaling():

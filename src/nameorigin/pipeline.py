@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from nameorigin import transfer
-from nameorigin.calibration import calibrate
+from nameorigin.calibration import TEMPERATURE_RANGE, calibrate
 from nameorigin.calibration import check_settings as check_calibration
 from nameorigin.card import write_model_card
 from nameorigin.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
@@ -240,6 +240,9 @@ def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningData
     update_checkpoint(path, store)
     log.info("calibration on validation: temperature %.3f, ECE %.4f -> %.4f", summary["temperature"],
              summary["val_ece_raw"], summary["val_ece"])
+    if summary["temperature_at_bound"]:
+        log.warning("the temperature stopped at the end of its range %s: validation held too few errors to "
+                    "calibrate on; use a larger validation split for probabilities to trust", TEMPERATURE_RANGE)
     log_calibration(loggers, summary, logits, targets)
     return summary
 
