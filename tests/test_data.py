@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from nameorigin.batching import BucketBatchSampler
 from nameorigin.data import DataError, NamesDataModule, download_corpus, read_corpus, split_by_name
-from nameorigin.textnorm import PAD, UNK, build_vocab, encode, normalize_name
+from nameorigin.textnorm import PAD, UNK, build_vocab, encode, normalize_name, variant_key
 
 
 def test_normalize_folds_accents_and_keeps_inner_spaces_and_apostrophes():
@@ -69,12 +69,30 @@ def test_split_depends_on_seed_only(tiny_corpus):
     assert split_by_name(pairs, [0.8, 0.1, 0.1], 1) != split_by_name(pairs, [0.8, 0.1, 0.1], 2)
 
 
+def test_spelling_variants_share_a_split():
+    stems = [f"Name{chr(97 + i)}{chr(97 + j)}" for i in range(26) for j in range(4)]
+    pairs = sorted({(stem, "Irish") for stem in stems} | {(f"{stem[0]}'{stem[1:]}", "Irish") for stem in stems}
+                   | {(stem.upper(), "English") for stem in stems[:50]})
+    crossing = []
+    for seed in range(5):
+        splits = split_by_name(pairs, [0.8, 0.1, 0.1], seed)
+        home = {variant_key(name): split for split, held in splits.items() for name, _ in held}
+        assert all(home[variant_key(name)] == split for split, held in splits.items() for name, _ in held)
+        assert sorted(p for held in splits.values() for p in held) == pairs  # nothing lost or added
+        exact = split_by_name(pairs, [0.8, 0.1, 0.1], seed, group_variants=False)
+        crossing.append(len({variant_key(n) for n, _ in exact["train"]} & {variant_key(n) for n, _ in exact["test"]}))
+    assert min(crossing) > 0  # split by exact string alone, these variants would cross into test
+
+
 def test_real_corpus_split_is_leak_free_and_stratified(real_corpus):
     dm = NamesDataModule(root=str(real_corpus))
     dm.setup()
     manifest = dm.manifest()
     names = {s: {n for n, _ in p} for s, p in dm.splits.items()}
     assert not (names["train"] & names["val"] or names["train"] & names["test"] or names["val"] & names["test"])
+    variants = {s: {variant_key(n) for n in held} for s, held in names.items()}  # O'Neill in train, Oneill in test
+    assert not (variants["train"] & variants["val"] or variants["train"] & variants["test"]
+                or variants["val"] & variants["test"])
     assert len(manifest["labels"]) == 18
     assert sum(manifest["sizes"].values()) < 20074  # duplicates dropped
     assert manifest["counts"]["train"]["Arabic"] <= 108 and manifest["names_with_several_languages"] > 0

@@ -12,7 +12,7 @@ import torch
 
 from nameorigin.batching import BucketedDataModule, EncodedRows, check_loader_settings, check_split_fractions, pad_batch
 from nameorigin.download import CORPUS_URL, download_corpus
-from nameorigin.textnorm import NORMALIZERS, DataError, build_vocab, encode, normalize_name
+from nameorigin.textnorm import NORMALIZERS, DataError, build_vocab, encode, normalize_name, variant_key
 
 
 def is_label_file(path: Path) -> bool:
@@ -57,11 +57,14 @@ def read_corpus(root: str | Path, normalize: str = "ascii") -> tuple[list[tuple[
 
 
 def split_by_name(
-    pairs: Sequence[tuple[str, str]], fractions: Sequence[float], seed: int
+    pairs: Sequence[tuple[str, str]], fractions: Sequence[float], seed: int, group_variants: bool = True
 ) -> dict[str, list[tuple[str, str]]]:
     """Split so every name string lives in exactly one split, stratified by language.
 
-    A name with several languages is grouped under its rarest language, so rare classes keep their share.
+    A name with several languages is grouped under its rarest language, so rare classes keep their share. With
+    group_variants, spellings of one name that differ only in case, spaces or punctuation (O'Neill and Oneill,
+    Avak'Yan and Avakyan) then join the first split, in train, val, test order, that holds one of them, so no
+    held-out name has a variant in training.
     """
     languages_of: dict[str, list[str]] = defaultdict(list)
     for name, language in pairs:
@@ -81,6 +84,13 @@ def split_by_name(
         names_in["val"] += names[:n_val]
         names_in["test"] += names[n_val : n_val + n_test]
         names_in["train"] += names[n_val + n_test :]
+    if group_variants:
+        first: dict[str, str] = {}
+        for split, names in names_in.items():
+            for name in names:
+                first.setdefault(variant_key(name), split)
+        everything = [name for names in names_in.values() for name in names]
+        names_in = {split: [name for name in everything if first[variant_key(name)] == split] for split in names_in}
     return {
         split: sorted((name, lang) for name in names for lang in languages_of[name])
         for split, names in names_in.items()

@@ -26,6 +26,11 @@ def normalize_name(name: str, mode: str = "ascii") -> str:
     return name
 
 
+def variant_key(name: str) -> str:
+    """What spellings of one name share: its letters and digits, case folded (O'Neill, Oneill -> oneill)."""
+    return "".join(c for c in name.casefold() if c.isalnum())
+
+
 def build_vocab(names: Sequence[str]) -> list[str]:
     """Index 0 is padding and 1 stands for any character not seen in training."""
     return [PAD, UNK, *sorted({c for name in names for c in name})]
