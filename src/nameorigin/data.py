@@ -186,6 +186,7 @@ class NamesDataModule(BucketedDataModule):
             "split_fractions": self.split_fractions, "split_seed": self.split_seed, "labels": self.labels,
             "sizes": {s: len(p) for s, p in self.splits.items()}, "counts": counts,
             "names_with_several_languages": sum(1 for c in multi.values() if c > 1),
+            "spelling_variants": "share a split (same letters and digits, case folded: O'Neill, Oneill)",
             "splits": {s: [list(pair) for pair in p] for s, p in self.splits.items()},
         }
 
