@@ -45,7 +45,8 @@ def fit_temperature(logits: torch.Tensor, targets: torch.Tensor, steps: int = 80
 
 
 def at_bound(temperature: float) -> bool:
-    """Whether the fit stopped at an end of TEMPERATURE_RANGE: validation held too few errors to calibrate on."""
+    """Whether the fit stopped at an end of TEMPERATURE_RANGE: validation had no errors (0.1) or hardly a right
+    answer (10) to calibrate on."""
     return any(math.isclose(temperature, bound, rel_tol=1e-3) for bound in TEMPERATURE_RANGE)
 
 

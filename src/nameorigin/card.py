@@ -54,8 +54,8 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         f"applied to every character with shared weights, a linear head on the last state, and {ngram}.",
         f"- Decision layer: logit adjustment tau = {hp.get('logit_adjustment', 0):g} against the training prior; "
         f"temperature {calibration.get('temperature', 1.0):.3f} fitted on validation"
-        + (" (at the end of its search range: validation held too few errors to calibrate on, so treat the "
-           "probabilities as rough)." if calibration.get("temperature_at_bound") else "."),
+        + (" (at the end of its search range: validation gave too little to calibrate on, no errors or hardly a "
+           "right answer, so treat the probabilities as rough)." if calibration.get("temperature_at_bound") else "."),
         *([f"- Fine-tuned from `{hp['init_from']}` (surnames pretraining): its embedding and cell start this model"
            + ("; its country distribution is an input of the language head" if hp.get("source_classes") else "")
            + (f"; the exact name's country shares are evidence when names-dataset holds the name "

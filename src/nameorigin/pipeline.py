@@ -241,8 +241,8 @@ def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningData
     log.info("calibration on validation: temperature %.3f, ECE %.4f -> %.4f", summary["temperature"],
              summary["val_ece_raw"], summary["val_ece"])
     if summary["temperature_at_bound"]:
-        log.warning("the temperature stopped at the end of its range %s: validation held too few errors to "
-                    "calibrate on; use a larger validation split for probabilities to trust", TEMPERATURE_RANGE)
+        log.warning("the temperature stopped at the end of its range %s: validation gives too little to calibrate "
+                    "on (no errors, or hardly a right answer); treat the probabilities as rough", TEMPERATURE_RANGE)
     log_calibration(loggers, summary, logits, targets)
     return summary
 
