@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import socket
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY, train, write_corpus
+from conftest import TINY, run_dirs, train, write_corpus
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nameorigin.module import NameClassifier
@@ -163,6 +164,24 @@ def test_results_block_calibration_and_model_card(trained):
     printed = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "predict.py"),
                               str(run / "checkpoints" / "best.ckpt"), "--card"], capture_output=True, text=True)
     assert printed.returncode == 0 and printed.stdout == card
+
+
+def test_a_validation_split_without_errors_is_flagged_in_the_log_and_the_card(tmp_path):
+    # Two languages with no letter in common: every validation name is right, so the likelihood keeps rising as
+    # the temperature falls, and only the bound stops it.
+    corpus = tmp_path / "names"
+    corpus.mkdir()
+    rng = random.Random(0)
+    for language, letters in (("Japanese", "aeikmo"), ("Russian", "uvwxyz")):
+        names = {"".join(rng.choices(letters, k=rng.randint(3, 7))).capitalize() for _ in range(80)}
+        (corpus / f"{language}.txt").write_text("\n".join(sorted(names)) + "\n")
+    result = train(tmp_path, f"data.root={corpus}", *TINY, "trainer.max_epochs=4")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "the temperature stopped at the end of its range (0.1, 10.0)" in result.stdout + result.stderr
+    (run,) = run_dirs(tmp_path)
+    assert torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)["calibration"]["temperature"] == \
+        pytest.approx(0.1)
+    assert "at the end of its search range" in (run / "MODEL_CARD.md").read_text()
 
 
 def test_training_prints_no_deprecation_lines(trained):
