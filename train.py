@@ -69,6 +69,13 @@ if __name__ == "__main__":
             raise
         print(f"error: {one_line(error)}", file=sys.stderr)
         sys.exit(2)
+    except OSError as error:
+        if task_started or error.filename is None:
+            raise
+        # Hydra creates the run folder before the task starts: hydra.run.dir or paths.log_dir cannot be written.
+        print(f"error: cannot create the run folder {error.filename} ({error.strerror}): pass a writable "
+              "paths.log_dir (or hydra.run.dir)", file=sys.stderr)
+        sys.exit(2)
     except SystemExit as exit_:
         # Hydra exits 1 on a bad override before the task runs: that is a usage error, so 2.
         sys.exit(2 if exit_.code == 1 and not task_started else exit_.code)

@@ -120,6 +120,8 @@ def test_tensorboard_server_serves_the_run(trained):
 @pytest.mark.parametrize("setup, override, message", [
     (lambda d: None, None, "does not exist"),
     (lambda d: d.mkdir(), None, "holds no <Language>.txt"),
+    (lambda d: d.write_text("Abe\n"), None, "names is a file: pass the folder of <Language>.txt files"),
+    (lambda d: write_corpus(d), "paths.log_dir=/proc/nameorigin", "cannot create the run folder /proc/nameorigin"),
     (lambda d: (write_corpus(d), (d / "Greek.txt").write_bytes(b"Alpha\n\xff\n")), None, "Greek.txt:2 is not UTF-8"),
     (lambda d: write_corpus(d), "model.cell=transformer", "unknown cell 'transformer'"),
     (lambda d: write_corpus(d), "model.hidden_size=-4", "hidden_size=-4"),

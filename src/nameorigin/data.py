@@ -44,7 +44,8 @@ def read_corpus(root: str | Path, normalize: str = "ascii") -> tuple[list[tuple[
     """All (name, language) pairs with duplicates dropped, sorted, and the sha256 of the raw files."""
     root = Path(root)
     if not root.is_dir():
-        raise DataError(f"data.root={root} does not exist: pass data.root=<folder of <Language>.txt files>")
+        state = "is a file" if root.exists() else "does not exist"
+        raise DataError(f"data.root={root} {state}: pass data.root=<folder of <Language>.txt files>")
     files = label_files(root)
     if not files:
         raise DataError(f"data.root={root} holds no <Language>.txt files: put the corpus there or fix data.root")
@@ -140,6 +141,8 @@ class NamesDataModule(BucketedDataModule):
         self.fixed_vocab: list[str] | None = None
 
     def prepare_data(self) -> None:
+        if self.root.exists() and not self.root.is_dir():
+            raise DataError(f"data.root={self.root} is a file: pass the folder of <Language>.txt files")
         if not (self.root.is_dir() and label_files(self.root)):
             if not self.download:
                 state = "holds no <Language>.txt files" if self.root.is_dir() else "does not exist"
