@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -184,6 +185,24 @@ def test_a_validation_split_without_errors_is_flagged_in_the_log_and_the_card(tm
     assert torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)["calibration"]["temperature"] == \
         pytest.approx(0.1)
     assert "at the end of its search range" in (run / "MODEL_CARD.md").read_text()
+
+
+def test_a_run_without_calibration_says_so_in_its_card_and_refuses_coverage(tmp_path):
+    corpus = write_corpus(tmp_path / "names")
+    result = train(tmp_path, f"data.root={corpus}", *TINY, "trainer.max_epochs=1", "calibration.enabled=false")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path)
+    checkpoint = torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)
+    assert "calibration" not in checkpoint and float(checkpoint["state_dict"]["net.temperature"]) == 1.0
+    card = (run / "MODEL_CARD.md").read_text()
+    assert "no temperature scaling (trained with calibration.enabled=false)" in card
+    assert "Off for this run" in card and not re.search(r"\bnan\b", card) and "## Prediction sets" not in card
+    sets = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "predict.py"),
+                           str(run / "checkpoints" / "best.ckpt"), "Kanemoto", "--coverage", "0.9"],
+                          capture_output=True, text=True)
+    assert sets.returncode == 2 and sets.stderr.strip() == ("error: --coverage 0.9: this model stores no "
+                                                            "prediction-set levels (it was trained with "
+                                                            "calibration.enabled=false); drop --coverage")
 
 
 def test_training_prints_no_deprecation_lines(trained):

@@ -53,7 +53,8 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         f"- One {hp['cell']} cell (hidden {hp['hidden_size']}, embedding {hp['embedding_dim'] or 'one-hot'}) "
         f"applied to every character with shared weights, a linear head on the last state, and {ngram}.",
         f"- Decision layer: logit adjustment tau = {hp.get('logit_adjustment', 0):g} against the training prior; "
-        f"temperature {calibration.get('temperature', 1.0):.3f} fitted on validation"
+        + (f"temperature {calibration['temperature']:.3f} fitted on validation" if calibration else
+           "no temperature scaling (trained with calibration.enabled=false)")
         + (" (at the end of its search range: validation gave too little to calibrate on, no errors or hardly a "
            "right answer, so treat the probabilities as rough)." if calibration.get("temperature_at_bound") else "."),
         *([f"- Fine-tuned from `{hp['init_from']}` (surnames pretraining): its embedding and cell start this model"
@@ -68,7 +69,8 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         "https://download.pytorch.org/tutorial/data.zip), sha256 of the files "
         f"`{data.get('corpus_sha256', manifest.get('corpus_sha256', '?'))}`.",
         f"- Normalization: `{data.get('normalize', hp.get('normalize'))}`. Duplicate (name, language) pairs dropped; "
-        "the split is by name string (a name is in exactly one of train/val/test), stratified by language.",
+        "the split is by name string (a name is in exactly one of train/val/test, and so are spellings of it that "
+        "differ only in case or punctuation), stratified by language.",
         f"- Split seed {data.get('split_seed')}, fractions {data.get('split_fractions')}, sizes "
         f"{manifest.get('sizes', {})}; every name is listed in the run's `split.json`.", "",
         "## Test metrics (held-out split, read once after training)",
@@ -87,20 +89,25 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         f1 = metrics.get(f"test_f1/{label}")
         lines.append(f"| {label} | {counts.get('test', {}).get(label, 0)} | "
                      f"{'n/a' if f1 is None else f'{f1:.3f}'} |")
-    lines += ["", "## Calibration (expected calibration error, 15 bins; lower is better)",
-              "| split | before temperature scaling | after |", "|---|---|---|",
-              f"| validation (fitted here) | {calibration.get('val_ece_raw', float('nan')):.4f} | "
-              f"{calibration.get('val_ece', float('nan')):.4f} |",
-              f"| test | {metrics.get('test/ece_raw', float('nan')):.4f} | "
-              f"{metrics.get('test/ece', float('nan')):.4f} |",
-              "", "## Prediction sets (split conformal, thresholds from validation)",
-              "`scripts/predict.py CKPT --coverage C` returns the smallest set of languages holding the true one with "
-              "probability C.", "",
-              "| coverage asked | probability threshold | test coverage | mean set size |", "|---|---|---|---|"]
-    for level, threshold in calibration.get("conformal", {}).items():
-        name = f"{float(level) * 100:g}"
-        lines.append(f"| {level} | {threshold:.4f} | {percent(metrics.get(f'test/coverage_{name}'))} | "
-                     f"{metrics.get(f'test/set_size_{name}', float('nan')):.2f} |")
+    if not calibration:
+        lines += ["", "## Calibration",
+                  "Off for this run (calibration.enabled=false): the probabilities are the raw softmax, with test "
+                  f"expected calibration error {metrics.get('test/ece_raw', float('nan')):.4f}, and there are no "
+                  "prediction sets."]
+    else:
+        lines += ["", "## Calibration (expected calibration error, 15 bins; lower is better)",
+                  "| split | before temperature scaling | after |", "|---|---|---|",
+                  f"| validation (fitted here) | {calibration['val_ece_raw']:.4f} | {calibration['val_ece']:.4f} |",
+                  f"| test | {metrics.get('test/ece_raw', float('nan')):.4f} | "
+                  f"{metrics.get('test/ece', float('nan')):.4f} |",
+                  "", "## Prediction sets (split conformal, thresholds from validation)",
+                  "`scripts/predict.py CKPT --coverage C` returns the smallest set of languages holding the true one "
+                  "with probability C.", "",
+                  "| coverage asked | probability threshold | test coverage | mean set size |", "|---|---|---|---|"]
+        for level, threshold in calibration.get("conformal", {}).items():
+            name = f"{float(level) * 100:g}"
+            lines.append(f"| {level} | {threshold:.4f} | {percent(metrics.get(f'test/coverage_{name}'))} | "
+                         f"{metrics.get(f'test/set_size_{name}', float('nan')):.2f} |")
     lines += ["", "## Intended use and limits", LIMITS, "", "## Reproduce", "```bash", command, "```", ""]
     return "\n".join(lines)
 

@@ -142,9 +142,12 @@ class Predictor:
         if self.undo_temperature != 1.0:
             raise PredictError("--coverage sets are fitted on the calibrated probabilities: drop --uncalibrated")
         levels = self.calibration.get("conformal", {})
+        if not levels:
+            raise PredictError(f"--coverage {coverage:g}: this model stores no prediction-set levels (it was trained "
+                               "with calibration.enabled=false); drop --coverage")
         if level_key(coverage) not in levels:
-            stored = ", ".join(levels) or "none (the checkpoint was not calibrated)"
-            raise PredictError(f"--coverage {coverage:g} is not a level stored in this model: choose one of {stored}")
+            raise PredictError(f"--coverage {coverage:g} is not a level stored in this model: choose one of "
+                               f"{', '.join(levels)}")
         return float(levels[level_key(coverage)])
 
     def encode(self, name: str) -> tuple[list[int], str | None]:
