@@ -51,6 +51,10 @@ def linear_demo(uses: int, x: float, y: float, w: float) -> list[str]:
     F.mse_loss(out, torch.tensor([[y]])).backward()
     # Use k's own piece: dL/d(output of use k) times the input it multiplied.
     pieces = [float(o.grad * i.detach()) for i, o in zip(inputs, outputs, strict=True)]
+    if not all(math.isfinite(v) for v in (*pieces, layer.weight.grad.item())):
+        # float32 tops out near 3e38: past it every row reads inf and the check below proves nothing
+        raise ValueError(f"--uses {uses} --x {x:g} --w {w:g} overflows float32: use fewer uses or a smaller "
+                         "|x| or |w|")
     hand = 2 * (w**uses * x - y) * uses * w ** (uses - 1) * x
     rows = [("autograd: w.grad", layer.weight.grad.item()),
             (f"by hand: 2(w^{uses} x - y) * {uses} w^{uses - 1} x", hand)]
@@ -97,15 +101,15 @@ def cell_demo(checkpoint: str, name: str, language: str | None) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    lines = linear_demo(args.uses, args.x, args.y, args.w)
-    if args.checkpoint:
-        from nameorigin.predict import PredictError
+    from nameorigin.predict import PredictError
 
-        try:
+    try:
+        lines = linear_demo(args.uses, args.x, args.y, args.w)
+        if args.checkpoint:
             lines += cell_demo(args.checkpoint, args.name, args.language)
-        except (PredictError, ValueError) as error:  # a bad flag: the one-line error alone, no half of the demo
-            print(f"error: {error}", file=sys.stderr)
-            return 2
+    except (PredictError, ValueError) as error:  # a bad flag: the one-line error alone, no half of the demo
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print("\n".join(lines))
     return 0
 

@@ -29,6 +29,7 @@ def test_reuse_demo_answers_the_question(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--x", "nan"], "--x nan must be a finite number"),
     (["--w", "inf"], "--w inf must be a finite number"),
+    (["--uses", "40", "--w", "10"], "--uses 40 --x 10 --w 10 overflows float32"),
     (["--name", "Bob"], "--name and --language need --checkpoint"),
     (["--language", "Irish"], "--name and --language need --checkpoint"),
 ])
