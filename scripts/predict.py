@@ -35,7 +35,7 @@ from nameorigin.predict import (
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint", help="a .ckpt written by train.py, a .pt2/.onnx from scripts/export.py, or "
-                        "'latest' for the newest best.ckpt")
+                        "'latest' for the newest run's model (its refit.ckpt, else its best.ckpt)")
     parser.add_argument("names", nargs="*", help="names to classify; if none and no --file, read standard input")
     parser.add_argument("--file", help="one name per line (UTF-8, blank lines skipped), or with --column a CSV/TSV "
                         "table with a header row")
@@ -151,8 +151,8 @@ def print_card(path: str) -> None:
     saved = read_sidecar(path) if Path(path).suffix in EXPORTED_SUFFIXES else load_checkpoint(path)
     card = saved.get("model_card")
     if not card:
-        raise PredictError(f"checkpoint {path} holds no model card: it was saved before testing finished; "
-                           "use the run's best.ckpt")
+        raise PredictError(f"checkpoint {path} holds no model card: the card goes into the run's model when "
+                           "training ends; use refit.ckpt (best.ckpt in a run without a refit)")
     sys.stdout.write(card)
 
 

@@ -155,6 +155,7 @@ def test_ddp_cpu_two_processes_train_and_log_once(tmp_path):
     (run,) = run_dirs(tmp_path)
     assert len(list((run / "tensorboard").glob("events.out.tfevents.*"))) >= 1
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
+    assert "refit skipped: it runs on one device" in result.stdout + result.stderr
     events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0}).Reload()
     residuals = [e.value for e in events.Scalars("grad_accum/weight_hh/residual")]
     assert residuals and max(residuals) < 1e-5

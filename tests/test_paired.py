@@ -41,10 +41,11 @@ def test_bootstrap_interval_matches_resampling_the_names():
 
 def test_predict_compares_the_checkpoint_with_the_baseline_name_by_name(trained):
     run, corpus, _ = trained
-    checkpoint = run / "checkpoints" / "best.ckpt"
+    checkpoint = run / "checkpoints" / "refit.ckpt"
     predictor = Predictor.from_checkpoint(checkpoint)
     splits = checkpoint_splits(predictor, corpus)
-    ours, baseline = evaluate(predictor, corpus), fit_ngram_baseline(splits)
+    # The model trained on train + val (the refit), so the baseline it is compared with does too.
+    ours, baseline = evaluate(predictor, corpus), fit_ngram_baseline(splits, refit=True)
     result = compare_with_baseline(predictor, corpus)
     assert result["size"] == len(splits["test"]) == len(ours["correct"]) == len(baseline["test_predictions"])
     assert result["model_acc"] == ours["accuracy"] and result["baseline_acc"] == baseline["test_acc"]
@@ -58,6 +59,10 @@ def test_predict_compares_the_checkpoint_with_the_baseline_name_by_name(trained)
     margin = re.search(r"margin\s+([+-]\d+\.\d+) points", shown.stdout)
     assert margin and float(margin.group(1)) == pytest.approx(100 * result["margin"], abs=0.006)
     assert f"n-gram LR   accuracy {baseline['test_acc']:.4f}" in shown.stdout
+    assert "refitted on train + validation, as the model was" in shown.stdout
+    best = run_script([PREDICT, str(run / "checkpoints" / "best.ckpt"), "--evaluate", str(corpus), "--baseline"],
+                      cwd=run)
+    assert best.returncode == 0 and "chosen on validation)" in best.stdout and "refitted" not in best.stdout
 
 
 def test_baseline_without_evaluate_is_a_usage_error(trained):

@@ -25,7 +25,7 @@ PREDICT = str(ROOT / "scripts" / "predict.py")
 
 @pytest.fixture(scope="module")
 def checkpoint(trained) -> Path:
-    return trained[0] / "checkpoints" / "best.ckpt"
+    return trained[0] / "checkpoints" / "refit.ckpt"  # the run's model: what users serve
 
 
 def test_predictor_matches_the_lightning_model(checkpoint):
@@ -83,10 +83,12 @@ def test_script_refuses_a_terminal_without_names_and_stdin_that_is_not_utf8(chec
         "error: standard input is not UTF-8 (byte 1): re-save the names as UTF-8, or pass --file"
 
 
-def test_latest_finds_the_newest_best_checkpoint(trained):
+def test_latest_finds_the_newest_runs_model(trained):
     run = trained[0]
     result = run_script([PREDICT, "latest", "Kanemoto", "--outputs", str(run.parent.parent)], cwd=run)
     assert result.returncode == 0 and "Kanemoto" in result.stdout
+    explicit = run_script([PREDICT, str(run / "checkpoints" / "refit.ckpt"), "Kanemoto"], cwd=run)
+    assert result.stdout == explicit.stdout  # the refit model, not best.ckpt
 
 
 class Exploit:

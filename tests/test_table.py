@@ -15,7 +15,7 @@ PREDICT = str(ROOT / "scripts" / "predict.py")
 
 @pytest.fixture(scope="module")
 def checkpoint(trained) -> Path:
-    return trained[0] / "checkpoints" / "best.ckpt"
+    return trained[0] / "checkpoints" / "refit.ckpt"
 
 
 def hostile_table(path: Path, rows: int = 10_000, seed: int = 0) -> list[list[str]]:

@@ -29,13 +29,14 @@ def events(run: Path) -> EventAccumulator:
 def test_run_prints_where_things_are(trained):
     run, _, result = trained
     assert "test/acc" in result.stdout and f"tensorboard --logdir {run}" in result.stdout
-    assert "best checkpoint" in result.stdout
+    assert "best checkpoint" in result.stdout and f"model            {run / 'checkpoints' / 'refit.ckpt'}" in \
+        result.stdout
     assert run.parent.parent.name == "outputs" and "." in run.name  # <date>/<time.microseconds>
 
 
 def test_checkpoint_loads_weights_only_and_rebuilds_the_model(trained):
     run, _, _ = trained
-    for name in ("best.ckpt", "last.ckpt"):
+    for name in ("best.ckpt", "last.ckpt", "refit.ckpt"):
         checkpoint = torch.load(run / "checkpoints" / name, weights_only=True, map_location="cpu")
         hparams = checkpoint["hyper_parameters"]
         assert hparams["labels"] == ["Irish", "Italian", "Japanese", "Russian"]
@@ -156,7 +157,7 @@ def test_results_block_calibration_and_model_card(trained):
     assert set(calibration["conformal"]) == {"0.8", "0.9", "0.95"}
     assert float(checkpoint["state_dict"]["net.temperature"]) == pytest.approx(calibration["temperature"])
     card = (run / "MODEL_CARD.md").read_text()
-    assert checkpoint["model_card"] == card
+    assert torch.load(run / "checkpoints" / "refit.ckpt", weights_only=True)["model_card"] == card
     for section in ("## Data and provenance", "## Test metrics", "| Irish |", "## Calibration",
                     "## Prediction sets", "not** a person's ethnicity", "## Reproduce", "python train.py data.root=",
                     " --baseline` fits it"):
@@ -165,7 +166,7 @@ def test_results_block_calibration_and_model_card(trained):
     assert {"calibration/reliability_val", "calibration/reliability_test"} <= set(acc.Tags()["images"])
     assert {"calibration/temperature", "calibration/val_ece", "calibration/val_ece_raw"} <= set(acc.Tags()["scalars"])
     printed = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "predict.py"),
-                              str(run / "checkpoints" / "best.ckpt"), "--card"], capture_output=True, text=True)
+                              str(run / "checkpoints" / "refit.ckpt"), "--card"], capture_output=True, text=True)
     assert printed.returncode == 0 and printed.stdout == card
 
 
@@ -178,13 +179,18 @@ def test_a_validation_split_without_errors_is_flagged_in_the_log_and_the_card(tm
     for language, letters in (("Japanese", "aeikmo"), ("Russian", "uvwxyz")):
         names = {"".join(rng.choices(letters, k=rng.randint(3, 7))).capitalize() for _ in range(80)}
         (corpus / f"{language}.txt").write_text("\n".join(sorted(names)) + "\n")
-    result = train(tmp_path, f"data.root={corpus}", *TINY, "trainer.max_epochs=4")
+    result = train(tmp_path, f"data.root={corpus}", *TINY, "trainer.max_epochs=4", "refit.enabled=false")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "the temperature stopped at the end of its range (0.1, 10.0)" in result.stdout + result.stderr
     (run,) = run_dirs(tmp_path)
     assert torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)["calibration"]["temperature"] == \
         pytest.approx(0.1)
-    assert "at the end of its search range" in (run / "MODEL_CARD.md").read_text()
+    card = (run / "MODEL_CARD.md").read_text()
+    assert "at the end of its search range" in card and "Trained on train + validation" not in card
+    # refit.enabled=false: best.ckpt is the model, tested and carrying the card
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
+    assert torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)["model_card"] == card
+    assert "  model  " not in result.stdout
 
 
 def test_a_run_without_calibration_says_so_in_its_card_and_refuses_coverage(tmp_path):
@@ -192,13 +198,14 @@ def test_a_run_without_calibration_says_so_in_its_card_and_refuses_coverage(tmp_
     result = train(tmp_path, f"data.root={corpus}", *TINY, "trainer.max_epochs=1", "calibration.enabled=false")
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(tmp_path)
-    checkpoint = torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)
-    assert "calibration" not in checkpoint and float(checkpoint["state_dict"]["net.temperature"]) == 1.0
+    for name in ("best.ckpt", "refit.ckpt"):  # the refit has no calibration to carry
+        checkpoint = torch.load(run / "checkpoints" / name, weights_only=True)
+        assert "calibration" not in checkpoint and float(checkpoint["state_dict"]["net.temperature"]) == 1.0
     card = (run / "MODEL_CARD.md").read_text()
     assert "no temperature scaling (trained with calibration.enabled=false)" in card
     assert "Off for this run" in card and not re.search(r"\bnan\b", card) and "## Prediction sets" not in card
     sets = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "predict.py"),
-                           str(run / "checkpoints" / "best.ckpt"), "Kanemoto", "--coverage", "0.9"],
+                           str(run / "checkpoints" / "refit.ckpt"), "Kanemoto", "--coverage", "0.9"],
                           capture_output=True, text=True)
     assert sets.returncode == 2 and sets.stderr.strip() == ("error: --coverage 0.9: this model stores no "
                                                             "prediction-set levels (it was trained with "

@@ -10,6 +10,7 @@ from typing import Any
 
 from nameorigin.atomic import write_atomically
 from nameorigin.checkpointing import update_checkpoint
+from nameorigin.refit import is_refit
 
 LIMITS = """\
 - A name's language of origin is **not** a person's ethnicity, nationality, citizenship or the language they
@@ -42,6 +43,8 @@ def percent(value: Any) -> str:
 def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: str) -> str:
     hp, data = checkpoint["hyper_parameters"], checkpoint.get("NamesDataModule", {})
     calibration = checkpoint.get("calibration", {})
+    refitted = is_refit(data)
+    fitted = "fitted on validation for best.ckpt and carried over" if refitted else "fitted on validation"
     labels, counts = hp["labels"], manifest.get("counts", {})
     ngram = f"hashed 1-{hp.get('ngram_max')}-gram head ({hp.get('ngram_buckets')} buckets)" \
         if hp.get("ngram_buckets") else "no n-gram head"
@@ -53,7 +56,7 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         f"- One {hp['cell']} cell (hidden {hp['hidden_size']}, embedding {hp['embedding_dim'] or 'one-hot'}) "
         f"applied to every character with shared weights, a linear head on the last state, and {ngram}.",
         f"- Decision layer: logit adjustment tau = {hp.get('logit_adjustment', 0):g} against the training prior; "
-        + (f"temperature {calibration['temperature']:.3f} fitted on validation" if calibration else
+        + (f"temperature {calibration['temperature']:.3f} {fitted}" if calibration else
            "no temperature scaling (trained with calibration.enabled=false)")
         + (" (at the end of its search range: validation gave too little to calibrate on, no errors or hardly a "
            "right answer, so treat the probabilities as rough)." if calibration.get("temperature_at_bound") else "."),
@@ -72,7 +75,11 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         "the split is by name string (a name is in exactly one of train/val/test, and so are spellings of it that "
         "differ only in case or punctuation), stratified by language.",
         f"- Split seed {data.get('split_seed')}, fractions {data.get('split_fractions')}, sizes "
-        f"{manifest.get('sizes', {})}; every name is listed in the run's `split.json`.", "",
+        f"{manifest.get('sizes', {})}; every name is listed in the run's `split.json`.",
+        *([f"- Trained on train + validation ({sum(manifest.get('sizes', {}).get(k, 0) for k in ('train', 'val'))} "
+           "pairs), a refit with the same settings and epochs after validation picked `best.ckpt` (trained on train "
+           "alone) and fitted the temperature and prediction-set thresholds; neither stage saw the test split."]
+          if refitted else []), "",
         "## Test metrics (held-out split, read once after training)",
         f"- Accuracy {percent(metrics.get('test/acc'))} (counting any of a name's languages as right: "
         f"{percent(metrics.get('test/acc_any'))}); macro-F1 {metrics.get('test/macro_f1', float('nan')):.3f}.",
@@ -82,7 +89,8 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
           if "test/acc_in_pretrain" in metrics else []),
         "- The reference on this same split is a logistic regression over character 1-4-grams: "
         f"`python scripts/predict.py CKPT --evaluate {manifest.get('root', 'DIR')} --baseline` fits it (C chosen on "
-        "validation) and compares the two on the same test names, with a paired bootstrap interval.", "",
+        f"validation{', then refitted on train + validation as this model was' if refitted else ''}) and compares "
+        "the two on the same test names, with a paired bootstrap interval.", "",
         "| language | test names | F1 |", "|---|---|---|",
     ]
     for label in labels:
@@ -97,12 +105,15 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
     else:
         lines += ["", "## Calibration (expected calibration error, 15 bins; lower is better)",
                   "| split | before temperature scaling | after |", "|---|---|---|",
-                  f"| validation (fitted here) | {calibration['val_ece_raw']:.4f} | {calibration['val_ece']:.4f} |",
+                  f"| validation ({'fitted for best.ckpt' if refitted else 'fitted here'}) | "
+                  f"{calibration['val_ece_raw']:.4f} | {calibration['val_ece']:.4f} |",
                   f"| test | {metrics.get('test/ece_raw', float('nan')):.4f} | "
                   f"{metrics.get('test/ece', float('nan')):.4f} |",
                   "", "## Prediction sets (split conformal, thresholds from validation)",
                   "`scripts/predict.py CKPT --coverage C` returns the smallest set of languages holding the true one "
-                  "with probability C.", "",
+                  "with probability C."
+                  + (" This model also trained on the validation names, so that is no longer guaranteed: the test "
+                     "column measures it." if refitted else ""), "",
                   "| coverage asked | probability threshold | test coverage | mean set size |", "|---|---|---|---|"]
         for level, threshold in calibration.get("conformal", {}).items():
             name = f"{float(level) * 100:g}"

@@ -12,6 +12,7 @@ import torch
 
 from nameorigin.batching import BucketedDataModule, EncodedRows, check_loader_settings, check_split_fractions, pad_batch
 from nameorigin.download import CORPUS_URL, download_corpus
+from nameorigin.refit import TRAINED_ON
 from nameorigin.textnorm import NORMALIZERS, DataError, build_vocab, encode, normalize_name, variant_key
 
 
@@ -139,6 +140,7 @@ class NamesDataModule(BucketedDataModule):
         self.batch_size, self.num_workers = int(batch_size), int(num_workers)
         self.splits: dict[str, list[tuple[str, str]]] = {}
         self.fixed_vocab: list[str] | None = None
+        self.trained_on = "train"  # "train+val" once add_validation_to_training() ran (the refit)
 
     def prepare_data(self) -> None:
         if self.root.exists() and not self.root.is_dir():
@@ -164,6 +166,14 @@ class NamesDataModule(BucketedDataModule):
         self.vocab = self.fixed_vocab or build_vocab([name for name, _ in self.splits["train"]])
         char_to_index = {c: i for i, c in enumerate(self.vocab)}
         self.datasets = {s: EncodedNames(p, char_to_index, self.labels) for s, p in self.splits.items()}
+
+    def add_validation_to_training(self) -> None:
+        """The refit's training set: train and validation pairs together, encoded with the vocabulary built from
+        train. The splits themselves (and split.json) keep saying which names were validation."""
+        char_to_index = {c: i for i, c in enumerate(self.vocab)}
+        pairs = sorted(self.splits["train"] + self.splits["val"])
+        self.datasets["train"] = EncodedNames(pairs, char_to_index, self.labels)
+        self.trained_on = TRAINED_ON
 
     def class_weights(self, mode: str) -> list[float]:
         """Loss weights per label from training counts: "balanced" = n / (k * count), "sqrt" = its square root."""
@@ -191,12 +201,16 @@ class NamesDataModule(BucketedDataModule):
             "names_with_several_languages": sum(1 for c in multi.values() if c > 1),
             "spelling_variants": "share a split (same letters and digits, case folded: O'Neill, Oneill)",
             "splits": {s: [list(pair) for pair in p] for s, p in self.splits.items()},
+            "trained_on": self.trained_on,
         }
 
     def state_dict(self) -> dict:
         """Saved in every checkpoint: enough to rebuild the split and to notice a different corpus."""
-        return {"corpus_sha256": self.corpus_sha256, "split_seed": self.split_seed,
-                "split_fractions": list(self.split_fractions), "normalize": self.normalize}
+        state = {"corpus_sha256": self.corpus_sha256, "split_seed": self.split_seed,
+                 "split_fractions": list(self.split_fractions), "normalize": self.normalize}
+        if self.trained_on != "train":  # only the refit's checkpoint says so; resumable ones keep their old keys
+            state["trained_on"] = self.trained_on
+        return state
 
     def corpus_setting(self) -> str:
         return f"data.root={self.root}"

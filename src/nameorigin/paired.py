@@ -3,7 +3,8 @@
 Two accuracies from one test split share its sampling noise, so their difference is judged on the names where
 the two disagree: an exact McNemar test on those, and a paired bootstrap interval for the accuracy margin (the
 test names resampled with replacement, both models scored on each resample). The baseline is fitted on the
-checkpoint's own train split, with C chosen on its validation split, exactly as nameorigin.baseline does.
+checkpoint's own train split, with C chosen on its validation split, exactly as nameorigin.baseline does; for a
+refit checkpoint (nameorigin.refit) it is then refitted on train + validation too, so both saw the same names.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 from nameorigin.baseline import fit_ngram_baseline
 from nameorigin.evaluate import checkpoint_splits, evaluate
 from nameorigin.predict import BATCH_SIZE, PredictError, Predictor
+from nameorigin.refit import TRAINED_ON, is_refit
 
 
 def mcnemar_p(only_first: int, only_second: int) -> float:
@@ -58,7 +60,7 @@ def compare_with_baseline(predictor: Predictor, root: str | Path, batch_size: in
         raise PredictError("--baseline needs scikit-learn: pip install -e '.[bench]'") from None
     splits = checkpoint_splits(predictor, root)
     ours = ours or evaluate(predictor, root, batch_size)
-    baseline = fit_ngram_baseline(splits)
+    baseline = fit_ngram_baseline(splits, refit=is_refit(predictor.data_settings))
     model_correct = torch.tensor(ours["correct"])
     baseline_correct = torch.tensor([p == language for p, (_, language) in
                                      zip(baseline["test_predictions"], splits["test"], strict=True)])
@@ -68,7 +70,8 @@ def compare_with_baseline(predictor: Predictor, root: str | Path, batch_size: in
     return {"size": len(splits["test"]), "model_acc": ours["accuracy"], "model_macro_f1": ours["macro_f1"],
             "baseline_acc": baseline["test_acc"], "baseline_macro_f1": baseline["test_macro_f1"], "C": baseline["C"],
             "margin": ours["accuracy"] - baseline["test_acc"], "interval": [low, high],
-            "only_model": only_model, "only_baseline": only_baseline, "p": mcnemar_p(only_model, only_baseline)}
+            "only_model": only_model, "only_baseline": only_baseline, "p": mcnemar_p(only_model, only_baseline),
+            "trained_on": baseline["trained_on"]}
 
 
 def format_comparison(result: dict) -> str:
@@ -77,7 +80,8 @@ def format_comparison(result: dict) -> str:
         f"paired comparison on the checkpoint's test split ({result['size']} names, the same for both):",
         f"  model       accuracy {result['model_acc']:.4f}   macro-F1 {result['model_macro_f1']:.4f}",
         f"  n-gram LR   accuracy {result['baseline_acc']:.4f}   macro-F1 {result['baseline_macro_f1']:.4f}"
-        f"   (C={result['C']:g}, chosen on validation)",
+        f"   (C={result['C']:g}, chosen on validation"
+        + ("; refitted on train + validation, as the model was)" if result.get("trained_on") == TRAINED_ON else ")"),
         f"  margin      {100 * result['margin']:+.2f} points of accuracy, 95% paired bootstrap interval "
         f"[{low:+.2f}, {high:+.2f}]",
         f"  disagreements: only the model right on {result['only_model']}, only the baseline on "

@@ -15,7 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
-from nameorigin import transfer
+from nameorigin import refit, transfer
 from nameorigin.calibration import TEMPERATURE_RANGE, calibrate
 from nameorigin.calibration import check_settings as check_calibration
 from nameorigin.card import write_model_card
@@ -39,7 +39,7 @@ logging.getLogger("pytorch_lightning.utilities.rank_zero").addFilter(NoAdverts()
 # What shapes the weights: a resumed run must be built exactly as the checkpoint was.
 RESUME_MUST_MATCH = (*MODEL_ARGS, "ngram_buckets", "ngram_max")
 # On/off settings, which a value other than true or false would turn on.
-SWITCHES = ("test", "calibration.enabled", "card.enabled", "data.download", "model.soft_targets",
+SWITCHES = ("test", "calibration.enabled", "refit.enabled", "card.enabled", "data.download", "model.soft_targets",
             "model.transfer_features")
 # Lightning 2.6 builds torch pytree LeafSpecs, which torch 2.13 deprecates: a line on every run that users can do
 # nothing about. Only that message is silenced.
@@ -104,6 +104,9 @@ def resolve_checkpoint(cfg: DictConfig) -> tuple[str | None, dict]:
         checkpoint = load_checkpoint(path)
     except PredictError as error:
         raise ConfigError(f"ckpt_path: {error}") from None
+    if refit.is_refit(checkpoint.get("NamesDataModule")):  # finished, and it has seen the validation names
+        raise ConfigError(f"ckpt_path={path} is a refit model (trained on train + validation), not a training state: "
+                          "resume from the run's last.ckpt or ckpt_path=last")
     trained_with = checkpoint["hyper_parameters"]
     wrong = [f"model.{key}={cfg.model.get(key)} (checkpoint: {trained_with.get(key)})" for key in RESUME_MUST_MATCH
              if key in cfg.model and trained_with.get(key) != cfg.model.get(key)]
@@ -170,20 +173,46 @@ def train(cfg: DictConfig) -> dict[str, float]:
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
-    settings = cfg.get("calibration")
+    settings, summary = cfg.get("calibration"), None
     if best and settings and settings.get("enabled"):
         if trainer.is_global_zero:
-            calibrate_checkpoint(model, datamodule, best, settings, loggers)
+            summary = calibrate_checkpoint(model, datamodule, best, settings, loggers)
         trainer.strategy.barrier()  # every rank tests the calibrated checkpoint
+    final = best
+    if best and cfg.get("refit", {}).get("enabled"):
+        if trainer.world_size > 1:
+            log.warning("refit skipped: it runs on one device; the model is best.ckpt, trained on train alone")
+        else:
+            final = refit_model(cfg, datamodule, pretrained, summary, loggers)
     if cfg.get("test"):
-        trainer.test(model, datamodule=datamodule, ckpt_path=best, verbose=False)
+        trainer.test(model, datamodule=datamodule, ckpt_path=final, verbose=False)
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
-        metrics["best_checkpoint"] = best
+    metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
     if trainer.is_global_zero:
-        if best and cfg.get("card", {}).get("enabled"):
-            write_model_card(output_dir, best, metrics)
+        if final and cfg.get("card", {}).get("enabled"):
+            write_model_card(output_dir, final, metrics)
         report(metrics, output_dir)
     return metrics
+
+
+def refit_model(cfg: DictConfig, datamodule: pl.LightningDataModule, pretrained: dict | None,
+                calibration: dict | None, loggers: list) -> str:
+    """nameorigin.refit: a fresh model, same settings and seed, trained on train + validation; returns the path of
+    checkpoints/refit.ckpt, which carries best.ckpt's calibration."""
+    datamodule.add_validation_to_training()
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    model = build_model(cfg, datamodule, pretrained)
+    callbacks = refit.training_callbacks(instantiate_all(cfg.get("callbacks"), "callbacks"))
+    trainer: pl.Trainer = build(cfg, "trainer", callbacks=callbacks, logger=refit.refit_loggers(loggers) or False,
+                                plugins=[AtomicCheckpointIO()], **refit.TRAINER_OVERRIDES)
+    log.info("refit: a fresh model on train + validation (%d pairs) for %s epochs", len(datamodule.datasets["train"]),
+             trainer.max_epochs)
+    trainer.fit(model, datamodule=datamodule)
+    refit.carry_calibration(model, calibration)
+    path = Path(cfg.paths.output_dir) / "checkpoints" / refit.REFIT_FILE
+    trainer.save_checkpoint(path, weights_only=True)  # a model to serve, not a state to resume
+    datamodule.write_manifest(Path(cfg.paths.output_dir) / "split.json")  # now saying what the model trained on
+    return str(path)
 
 
 def build_model(cfg: DictConfig, datamodule: pl.LightningDataModule, pretrained: dict | None) -> pl.LightningModule:
@@ -251,7 +280,11 @@ def report(metrics: dict[str, Any], output_dir: Path) -> None:
     """Where things are, printed last so it is the first thing a user sees."""
     shown = {k: v for k, v in metrics.items() if k.startswith(("test/", "val/acc_best")) and "_f1/" not in k}
     lines = [f"  {k:<16} {v:.4f}" for k, v in sorted(shown.items())]
-    if metrics.get("best_checkpoint"):
-        lines.append(f"  best checkpoint  {metrics['best_checkpoint']}")
+    final, best = metrics.get("model_checkpoint"), metrics.get("best_checkpoint")
+    if final and final != best:
+        lines.append(f"  model            {final}  (refit on train + validation; the one tested)")
+    if best:
+        picked = "  (trained on train, picked on validation)" if final != best else ""
+        lines.append(f"  best checkpoint  {best}{picked}")
     lines.append(f"  dashboard        tensorboard --logdir {output_dir}")
     print("\n".join(["results:", *lines]), flush=True)

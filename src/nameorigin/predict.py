@@ -235,7 +235,10 @@ def resolve_device(device: str) -> str:
 
 
 def newest_checkpoint(outputs: str | Path = "outputs", name: str = "best.ckpt") -> Path:
+    """The newest run's model: its refit.ckpt (nameorigin.refit) when it has one, else its best.ckpt."""
     found = list(Path(outputs).glob(f"**/checkpoints/{name}"))
     if not found:
         raise PredictError(f"no {name} under {outputs}/: train first or pass a checkpoint path")
-    return max(found, key=lambda p: p.stat().st_mtime)
+    newest = max(found, key=lambda p: p.stat().st_mtime)
+    refit = newest.with_name("refit.ckpt")
+    return refit if name == "best.ckpt" and refit.is_file() else newest
