@@ -134,6 +134,7 @@ def test_tensorboard_server_serves_the_run(trained):
     (lambda d: write_corpus(d), "trainer.accelerator=tpu", "trainer: Requirement 'torch_xla"),  # its package absent
     (lambda d: write_corpus(d), "trainer=tpu", "Could not find 'trainer/tpu': choose one of cpu, ddp, ddp_cpu,"),
     (lambda d: write_corpus(d), "model.hidden_size=[", "cannot parse the override 'model.hidden_size=['"),
+    (lambda d: write_corpus(d), "+trainer.precision=16-mixed", "model.optimizer.fused=true cannot clip gradients"),
 ])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, setup, override, message):
     corpus = tmp_path / "names"

@@ -136,6 +136,12 @@ def check_settings(cfg: DictConfig) -> None:
     if cfg.model.get("known_names_cache") and not cfg.model.get("init_from"):
         raise ConfigError(f"model.known_names_cache={cfg.model.known_names_cache} is part of fine-tuning: use it "
                           "with model.init_from (experiment=finetune), or set model.known_names_cache=null")
+    precision, clip = str(cfg.trainer.get("precision")), cfg.trainer.get("gradient_clip_val")
+    if precision.startswith("16") and clip and (cfg.model.get("optimizer") or {}).get("fused"):
+        # float16's loss scaler unscales inside a fused step, after Lightning would have clipped: it refuses mid-run
+        raise ConfigError(f"model.optimizer.fused=true cannot clip gradients (trainer.gradient_clip_val={clip}) "
+                          f"under trainer.precision={precision}: pass model.optimizer.fused=false or "
+                          "trainer.precision=bf16-mixed")
     settings = cfg.get("calibration")
     if settings and settings.get("enabled"):
         try:
