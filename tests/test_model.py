@@ -243,3 +243,23 @@ def test_the_evidence_hidden_layer_combines_countries(evidence_hidden, solvable)
         optimizer.step()
     correct = int((model.evidence_head(shares).argmax(-1) == languages).sum())
     assert (correct == 3) == solvable, correct
+
+
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_the_fused_optimizer_gets_its_gradients_clipped(precision):
+    # Lightning refuses to clip for a fused optimizer under any mixed precision (trainer=gpu is bf16-mixed);
+    # NameClassifier clips itself when no float16 loss scaler is involved.
+    import pytorch_lightning as pl
+
+    from nameorigin.module import NameClassifier
+
+    model = NameClassifier(["<pad>", "<unk>", "a", "b"], ["A", "B"], hidden_size=8, embedding_dim=4)
+    trainer = pl.Trainer(precision=precision, accelerator="cpu", gradient_clip_val=1.0, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False)
+    model.trainer = trainer
+    optimizer = torch.optim.AdamW(model.parameters(), fused=True)
+    for parameter in model.parameters():
+        parameter.grad = torch.full_like(parameter, 10.0)
+    model.configure_gradient_clipping(optimizer, trainer.gradient_clip_val, trainer.gradient_clip_algorithm)
+    norm = torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert float(norm) == pytest.approx(1.0, rel=1e-4)

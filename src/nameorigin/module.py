@@ -10,6 +10,8 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from pytorch_lightning.plugins.precision import MixedPrecision, Precision
+from pytorch_lightning.utilities import GradClipAlgorithmType
 from torchmetrics import MaxMetric, MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score
 
@@ -220,6 +222,17 @@ class NameClassifier(pl.LightningModule):
         parts = [(self.net(tokens, lengths).float(), targets) for tokens, lengths, targets, _ in loader]
         logits, targets = zip(*parts, strict=True)
         return torch.cat(logits), torch.cat(targets)
+
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+                                    gradient_clip_algorithm: Any = None) -> None:
+        """Lightning refuses to clip for a fused optimizer under any mixed precision, for fear of gradients still
+        scaled by float16's loss scaler; bf16-mixed has no scaler, so there the plain clipping is right."""
+        precision = self.trainer.precision_plugin
+        if isinstance(precision, MixedPrecision) and precision.scaler is None:
+            Precision.clip_gradients(precision, optimizer, gradient_clip_val or 0.0,
+                                     gradient_clip_algorithm or GradClipAlgorithmType.NORM)
+        else:
+            super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def configure_optimizers(self) -> dict:
         factory = self.optimizer_factory or torch.optim.AdamW
