@@ -73,3 +73,11 @@ def test_the_baseline_refit_learns_from_the_validation_names():
     alone, refit = fit_ngram_baseline(splits), fit_ngram_baseline(splits, refit=True)
     assert alone["trained_on"] == "train" and alone["test_acc"] == 0.0
     assert refit["trained_on"] == "train+val" and refit["test_acc"] > 0.5 and refit["C"] == alone["C"]
+
+
+def test_the_surnames_pretraining_refuses_a_refit(tmp_path):
+    result = train(tmp_path, "experiment=surnames_pretrain", "refit.enabled=true")
+    assert result.returncode == 2 and result.stderr.strip() == (
+        "error: refit.enabled=true is for the names corpus: the surnames pretraining has no refit; pass "
+        "refit.enabled=false")
+    assert not (tmp_path / "outputs").exists()

@@ -136,6 +136,9 @@ def check_settings(cfg: DictConfig) -> None:
     if cfg.model.get("known_names_cache") and not cfg.model.get("init_from"):
         raise ConfigError(f"model.known_names_cache={cfg.model.known_names_cache} is part of fine-tuning: use it "
                           "with model.init_from (experiment=finetune), or set model.known_names_cache=null")
+    if (cfg.get("refit") or {}).get("enabled") and str(cfg.data.get("_target_", "")).endswith("SurnamesDataModule"):
+        raise ConfigError("refit.enabled=true is for the names corpus: the surnames pretraining has no refit; pass "
+                          "refit.enabled=false")
     precision, clip = str(cfg.trainer.get("precision")), cfg.trainer.get("gradient_clip_val")
     if precision.startswith("16") and clip and (cfg.model.get("optimizer") or {}).get("fused"):
         # float16's loss scaler unscales inside a fused step, after Lightning would have clipped: it refuses mid-run
