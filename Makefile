@@ -7,7 +7,7 @@ ARGS ?=
 NAMES_DATA_DIR ?=
 # Test workers (pytest-xdist; tests/conftest.py shares the cores out between them): the suite is mostly process
 # starts and small models, so two workers on 2 cores take 7.0 min where one takes 10.2 (239 / 235 tests, before
-# the refit; with it, 246 tests take 9.2 min on two workers).
+# the refit; with it, 247 tests take 8.5 to 9.2 min on two workers).
 # TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 2
 
