@@ -27,14 +27,17 @@ def fit_ngram_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = F
     text = {s: [n for n, _ in p] for s, p in splits.items()}
     gold = {s: [lang for _, lang in p] for s, p in splits.items()}
     start = time.time()
-    vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 4), sublinear_tf=True)
+    def char_ngrams() -> TfidfVectorizer:  # one definition for the fit on train and the refit on train + val
+        return TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 4), sublinear_tf=True)
+
+    vectorizer = char_ngrams()
     features = {"train": vectorizer.fit_transform(text["train"])}
     features.update({s: vectorizer.transform(text[s]) for s in ("val", "test")})
     fits = [LogisticRegression(C=c, max_iter=2000).fit(features["train"], gold["train"]) for c in (1, 3, 10, 30)]
     best = max(fits, key=lambda m: accuracy_score(gold["val"], m.predict(features["val"])))
     val_acc = accuracy_score(gold["val"], best.predict(features["val"]))
     if refit:
-        vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 4), sublinear_tf=True)
+        vectorizer = char_ngrams()
         both = vectorizer.fit_transform(text["train"] + text["val"])
         best = LogisticRegression(C=best.C, max_iter=2000).fit(both, gold["train"] + gold["val"])
         features["test"] = vectorizer.transform(text["test"])
