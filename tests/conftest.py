@@ -87,6 +87,28 @@ def run_dirs(cwd: Path) -> list[Path]:
     return sorted(p for p in (cwd / "outputs").glob("*/*") if p.is_dir() and p.name != "multirun")
 
 
+def score_in_one_process(checkpoint: Path, datamodule) -> dict[str, float]:
+    """The test metrics of a checkpoint tested by one process, the reference a distributed test must equal."""
+    import pytorch_lightning as pl
+    import torch
+
+    from nameorigin.module import NameClassifier
+
+    model = NameClassifier(**torch.load(checkpoint, weights_only=True)["hyper_parameters"])
+    trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, enable_checkpointing=False)
+    trainer.test(model, datamodule=datamodule, ckpt_path=str(checkpoint), verbose=False)
+    return {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("test")}
+
+
+def last_scalars(folder: Path) -> dict[str, float]:
+    """The last value of every scalar in a run's TensorBoard events."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder), size_guidance={"scalars": 0}).Reload()
+    return {tag: events.Scalars(tag)[-1].value for tag in events.Tags()["scalars"]}
+
+
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory) -> tuple[Path, Path, subprocess.CompletedProcess]:
     """One tiny training run shared by the artifact and prediction tests."""

@@ -6,13 +6,17 @@ import json
 import re
 
 import pytest
-from conftest import ROOT, TINY, run_dirs, train, write_corpus
+import torch
+from conftest import ROOT, TINY, last_scalars, run_dirs, score_in_one_process, train, write_corpus
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nameorigin import pipeline
+from nameorigin.calibration import calibrate
+from nameorigin.data import NamesDataModule
+from nameorigin.module import NameClassifier
 from nameorigin.pipeline import ConfigError
 
 TRAINERS = sorted(p.stem for p in (ROOT / "conf" / "trainer").glob("*.yaml"))
@@ -146,10 +150,13 @@ def test_gpu_trainer_settings_train_end_to_end_on_the_cpu(tmp_path, impl):
 
 
 @pytest.mark.slow
-def test_ddp_cpu_two_processes_train_and_log_once(tmp_path):
-    corpus = write_corpus(tmp_path / "names")
-    result = train(tmp_path, "trainer=ddp_cpu", f"data.root={corpus}", *TINY, "trainer.max_epochs=2", timeout=600)
+def test_ddp_cpu_two_processes_train_log_once_and_test_like_one_process(tmp_path):
+    """Held-out splits of 17 names in batches of 8 shard unevenly on purpose: 9 and 8 names per rank (before,
+    the last rank repeated a batch, counting names twice, and the gather of unequal shares crashed gloo)."""
+    corpus = write_corpus(tmp_path / "names", per_language=45)
+    result = train(tmp_path, "trainer=ddp_cpu", f"data.root={corpus}", *TINY, "data.batch_size=8", timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "results:" in result.stdout
     unsynced = sorted(set(re.findall(r"self\.log\('([^']+)', \.\.\., sync_dist=True\)", result.stderr)))
     assert not unsynced, f"epoch-level values logged per rank: {unsynced}"
     (run,) = run_dirs(tmp_path)
@@ -161,6 +168,24 @@ def test_ddp_cpu_two_processes_train_and_log_once(tmp_path):
     assert residuals and max(residuals) < 1e-5
     steps = [e.step for e in events.Scalars("grad_accum/weight_hh/residual")]
     assert len(steps) == len(set(steps))  # rank 0 only: one value per inspected step
+
+    datamodule = NamesDataModule(root=str(corpus), batch_size=8, download=False)
+    datamodule.setup()
+    assert len(datamodule.splits["test"]) == len(datamodule.splits["val"]) == 17
+    best = run / "checkpoints" / "best.ckpt"
+    one, ddp = score_in_one_process(best, datamodule), last_scalars(run / "tensorboard")
+    compared = ["test/acc", "test/macro_f1", "test/ece", "test/ece_raw", "test/coverage_90", "test/set_size_90",
+                "test/loss", "test/acc_any"]
+    for key in compared:
+        assert ddp[key] == pytest.approx(one[key], abs=1e-6), (key, ddp[key], one[key])
+    # Calibration ran on rank 0 over all 17 validation names, not on its 9.
+    model = NameClassifier(**torch.load(best, weights_only=True)["hyper_parameters"])
+    model.load_state_dict(torch.load(best, weights_only=True)["state_dict"])
+    model.net.temperature.fill_(1.0)
+    logits, targets = model.collect_logits(datamodule.whole_split_loader("val"))
+    assert len(targets) == 17
+    fitted = calibrate(logits, targets, [0.9], 15)["temperature"]
+    assert torch.load(best, weights_only=True)["calibration"]["temperature"] == pytest.approx(fitted, abs=1e-6)
 
 
 @pytest.mark.slow

@@ -140,6 +140,20 @@ def test_bucket_sampler_splits_batches_across_ranks():
     assert not {i for b in ranks[0] for i in b} & {i for b in ranks[1] for i in b}
 
 
+@pytest.mark.parametrize("size, replicas", [(35, 2), (17, 3), (2, 2), (1000, 4)])
+def test_bucket_sampler_scores_every_held_out_name_exactly_once_across_ranks(size, replicas):
+    """Evaluation shards names, not batches: no rank repeats a batch to even the counts (that counted names twice),
+    and the shares differ by at most one name."""
+    lengths = torch.randint(2, 20, (size,), generator=torch.Generator().manual_seed(size)).tolist()
+    shares = [[i for b in BucketBatchSampler(lengths, 16, False, 0, num_replicas=replicas, rank=r) for i in b]
+              for r in range(replicas)]
+    assert sorted(i for share in shares for i in share) == list(range(size))
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1 and min(map(len, shares)) >= 1
+    single = list(BucketBatchSampler(lengths, 16, False, 0))
+    assert single == list(BucketBatchSampler(lengths, 16, False, 0, num_replicas=1, rank=0))
+    assert sorted(i for b in single for i in b) == list(range(size))
+
+
 def make_zip(path: Path, files: dict[str, str]) -> Path:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zf:
@@ -188,3 +202,12 @@ def test_offline_download_says_where_to_put_the_files(tmp_path):
 def test_datamodule_rejects_bad_settings(kwargs, key):
     with pytest.raises(DataError, match=key):
         NamesDataModule(**kwargs)
+
+
+def test_a_held_out_split_smaller_than_the_process_count_is_refused(tiny_corpus):
+    """A rank without names would wait forever in the others' gathers: refused before training, naming the fix."""
+    datamodule = NamesDataModule(root=str(tiny_corpus), download=False)
+    datamodule.setup()
+    datamodule.check_held_out_sizes(16)
+    with pytest.raises(DataError, match=r"val holds 16, test holds 16 names, fewer than the 17 processes"):
+        datamodule.check_held_out_sizes(17)

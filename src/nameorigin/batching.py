@@ -74,8 +74,11 @@ class EncodedRows(torch.utils.data.Dataset):
 class BucketBatchSampler(Sampler[list[int]]):
     """Batches of similar length: shuffle, sort within pools of `pool` batches, shuffle the batches.
 
-    The order depends on (seed, epoch) only; Lightning calls `set_epoch` so a resumed run replays it. Each rank
-    of a distributed run takes every `num_replicas`-th batch of that order, with equal counts on every rank.
+    The order depends on (seed, epoch) only; Lightning calls `set_epoch` so a resumed run replays it. In a
+    distributed run, training gives each rank every `num_replicas`-th batch, dropping the remainder so every rank
+    takes as many steps (DDP's gradient sync needs that). Evaluation instead gives each rank every
+    `num_replicas`-th name, batched on its own: every held-out name is scored exactly once, and ranks may hold
+    different counts (the module gathers variable-size results).
     """
 
     def __init__(self, lengths: Sequence[int], batch_size: int, shuffle: bool, seed: int = 0, pool: int = 50,
@@ -87,22 +90,24 @@ class BucketBatchSampler(Sampler[list[int]]):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def _batches(self) -> list[list[int]]:
-        order = list(range(len(self.lengths)))
-        rng = random.Random(self.seed + self.epoch)
-        if self.shuffle:
-            rng.shuffle(order)
+    def _bucket(self, order: list[int]) -> list[list[int]]:
         step = self.batch_size * self.pool
         batches = []
         for start in range(0, len(order), step):
             chunk = sorted(order[start : start + step], key=self.lengths.__getitem__)
             batches += [chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
-        if self.shuffle:
-            rng.shuffle(batches)
-        if self.num_replicas > 1 and self.shuffle:
+        return batches
+
+    def _batches(self) -> list[list[int]]:
+        if not self.shuffle:
+            return self._bucket(list(range(self.rank, len(self.lengths), self.num_replicas)))
+        order = list(range(len(self.lengths)))
+        rng = random.Random(self.seed + self.epoch)
+        rng.shuffle(order)
+        batches = self._bucket(order)
+        rng.shuffle(batches)
+        if self.num_replicas > 1:
             batches = batches[: len(batches) - len(batches) % self.num_replicas]
-        elif self.num_replicas > 1:  # evaluation sees every name: pad by repeating, as DistributedSampler does
-            batches += batches[: -len(batches) % self.num_replicas]
         return batches[self.rank :: self.num_replicas]
 
     def __iter__(self) -> Iterator[list[int]]:
@@ -113,10 +118,11 @@ class BucketBatchSampler(Sampler[list[int]]):
 
 
 def bucket_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int, datamodule: pl.LightningDataModule,
-                  num_workers: int = 0) -> DataLoader:
-    """Length-bucketed batches of a dataset with `lengths` and `collate`, sharded across the trainer's ranks."""
+                  num_workers: int = 0, shard: bool = True) -> DataLoader:
+    """Length-bucketed batches of a dataset with `lengths` and `collate`, sharded across the trainer's ranks unless
+    shard=False (one process reading a whole split, as calibration does on rank 0)."""
     trainer = getattr(datamodule, "trainer", None)
-    replicas, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+    replicas, rank = (trainer.world_size, trainer.global_rank) if trainer is not None and shard else (1, 0)
     sampler = BucketBatchSampler(dataset.lengths.tolist(), batch_size, shuffle, seed, num_replicas=replicas,
                                  rank=rank)
     # Its own generator: creating an iterator then draws nothing from the global RNG, which dropout uses and a
@@ -170,8 +176,23 @@ class BucketedDataModule(pl.LightningDataModule):
     def write_manifest(self, path: str | Path) -> Path:
         return write_atomically(path, lambda tmp: tmp.write_text(json.dumps(self.manifest(), indent=1)))
 
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        return bucket_loader(self.datasets[split], self.batch_size, shuffle, self.split_seed, self, self.num_workers)
+    def _loader(self, split: str, shuffle: bool, shard: bool = True) -> DataLoader:
+        return bucket_loader(self.datasets[split], self.batch_size, shuffle, self.split_seed, self, self.num_workers,
+                             shard)
+
+    def whole_split_loader(self, split: str) -> DataLoader:
+        """Every name of one split in this process, whatever the trainer's world size (calibration on rank 0)."""
+        return self._loader(split, shuffle=False, shard=False)
+
+    def check_held_out_sizes(self, world_size: int) -> None:
+        """Each rank scores its own share of validation and test: a rank with no names would wait forever in the
+        gathers of the others."""
+        small = {split: len(self.datasets[split]) for split in ("val", "test")
+                 if len(self.datasets[split]) < world_size}
+        if small:
+            sizes = ", ".join(f"{split} holds {n}" for split, n in small.items())
+            raise DataError(f"{sizes} names, fewer than the {world_size} processes of trainer.devices: use fewer "
+                            "devices or a larger corpus")
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

@@ -14,6 +14,7 @@ from pytorch_lightning.plugins.precision import MixedPrecision, Precision
 from pytorch_lightning.utilities import GradClipAlgorithmType
 from torchmetrics import MaxMetric, MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score
+from torchmetrics.utilities.distributed import gather_all_tensors
 
 from nameorigin.calibration import expected_calibration_error, prediction_sets
 from nameorigin.model import CharRNN
@@ -99,6 +100,7 @@ class NameClassifier(pl.LightningModule):
         self.val_confusion, self.test_confusion = (MulticlassConfusionMatrix(n) for _ in range(2))
         # Accuracy counting a prediction right when it is any of the name's languages (480 names have several).
         self.val_acc_any, self.test_acc_any = MeanMetric(), MeanMetric()
+        self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         if known_names:  # test scores apart for names found in names-dataset and names it does not hold
             self.test_found = MetricCollection({"acc": MulticlassAccuracy(n, average="micro"),
                                                 "macro_f1": MulticlassF1Score(n, average="macro")})
@@ -140,7 +142,11 @@ class NameClassifier(pl.LightningModule):
         tokens, lengths, targets, weights = batch
         logits = self.net(tokens, lengths)
         preds = logits.argmax(-1)
-        self.log(f"{stage}/loss", self.loss(logits, targets, weights), sync_dist=True, batch_size=len(targets))
+        # A torchmetrics mean, not self.log(sync_dist=True): Lightning's sync averages the name count across ranks
+        # in an integer tensor, which truncates an odd total and inflates the loss of an uneven split.
+        mean_loss = self.val_loss if stage == "val" else self.test_loss
+        mean_loss.update(self.loss(logits, targets, weights), weight=len(targets))
+        self.log(f"{stage}/loss", mean_loss, batch_size=len(targets))
         metrics = self.val_metrics if stage == "val" else self.test_metrics
         metrics.update(logits, targets)
         acc_any = self.val_acc_any if stage == "val" else self.test_acc_any
@@ -191,10 +197,9 @@ class NameClassifier(pl.LightningModule):
                 for key, value in subset.compute().items():
                     self.log(f"test/{key}_{suffix}", value, sync_dist=True)
                 subset.reset()
-        if not self.test_outputs:
+        logits, targets = self.gather_test_outputs()
+        if not len(targets):
             return
-        logits, targets = (self.all_gather(torch.cat(parts)) for parts in zip(*self.test_outputs, strict=True))
-        logits, targets = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
         self.test_outputs = [(logits.cpu(), targets.cpu())]  # for the dashboard's reliability diagram
         probs = logits.softmax(-1)
         raw = (logits * self.net.temperature).softmax(-1)  # before temperature scaling
@@ -207,6 +212,17 @@ class NameClassifier(pl.LightningModule):
             name = f"{float(level) * 100:g}"
             self.log(f"test/coverage_{name}", sets.gather(1, targets[:, None]).float().mean(), sync_dist=True)
             self.log(f"test/set_size_{name}", sets.sum(1).float().mean(), sync_dist=True)
+
+    def gather_test_outputs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every rank's test logits and targets, on every rank. Ranks hold different numbers of names (each scores
+        its own share once), which Lightning's all_gather cannot take; torchmetrics' gather pads and trims."""
+        n = len(self.hparams.labels)
+        parts = self.test_outputs or [(torch.zeros(0, n, device=self.device),
+                                       torch.zeros(0, dtype=torch.long, device=self.device))]
+        logits, targets = (torch.cat(column) for column in zip(*parts, strict=True))
+        if self.trainer.world_size > 1:
+            logits, targets = (torch.cat(gather_all_tensors(t.contiguous())) for t in (logits, targets))
+        return logits, targets
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.calibration:

@@ -173,6 +173,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     loggers = instantiate_all(cfg.get("logger"), "logger")
     trainer: pl.Trainer = build(cfg, "trainer", callbacks=[*callbacks, RNGState()], logger=loggers or False,
                                 plugins=[AtomicCheckpointIO()])
+    datamodule.check_held_out_sizes(trainer.world_size)
     output_dir = Path(cfg.paths.output_dir)
     if trainer.is_global_zero:
         manifest = datamodule.write_manifest(output_dir / "split.json")
@@ -268,7 +269,7 @@ def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningData
     state = torch.load(path, map_location="cpu", weights_only=True)
     model.cpu().load_state_dict(state["state_dict"])
     model.net.temperature.fill_(1.0)
-    logits, targets = model.collect_logits(datamodule.val_dataloader())
+    logits, targets = model.collect_logits(datamodule.whole_split_loader("val"))  # on rank 0 alone: all of it
     summary = calibrate(logits, targets, list(settings.coverages), int(settings.bins))
 
     def store(checkpoint: dict) -> None:
