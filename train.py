@@ -10,9 +10,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import DictConfig
 
-from nameorigin.data import DataError
-from nameorigin.pipeline import ConfigError, train
-from nameorigin.transfer import TransferError
+from nameorigin.errors import UserError
+from nameorigin.pipeline import train
 
 task_started = False
 
@@ -45,7 +44,7 @@ def main(cfg: DictConfig) -> float | None:
     task_started = True
     try:
         metrics = train(cfg)
-    except (DataError, ConfigError, TransferError) as error:
+    except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         # Nothing of a run that never started is kept: no empty run folders that look like results.
         if HydraConfig.get().mode.name == "RUN":

@@ -22,10 +22,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from nameorigin.config import ModelConfig, plain
+from nameorigin.errors import UserError
 from nameorigin.model import GATES, CharRNN
-from nameorigin.predict import PredictError, resolve_device
+from nameorigin.predict import resolve_device
 from nameorigin.speed import FusedClassifier, TutorialRNN, alternate, make_batches, train_run
-from nameorigin.textnorm import DataError
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("train", "tutorial", "logging", "predict", "accuracy")
@@ -57,7 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--ngram-buckets {args.ngram_buckets} must be >= 0 (0 means no n-gram head)")
     try:  # the Predictor's rule, so --device means the same in every script
         args.device = resolve_device(args.device)
-    except PredictError as error:
+    except UserError as error:
         parser.error(str(error))
     unknown = set(args.skip.split(",")) - {"", *PARTS}
     if unknown:
@@ -76,14 +77,22 @@ def corpus_names(data: str | None, count: int = 20_000, seed: int = 0) -> list[s
             for _ in range(count)]
 
 
+def char_rnn(vocab: int, cell: str, hidden_size: int, embedding_dim: int, impl: str = "autograd",
+             ngram_buckets: int = 0) -> CharRNN:
+    """The project's network from its config, without dropout (the fused contenders have none)."""
+    config = ModelConfig(cell=cell, hidden_size=hidden_size, embedding_dim=embedding_dim, impl=impl,
+                         ngram_buckets=ngram_buckets, dropout=0.0)
+    return CharRNN(config, vocab, 18)
+
+
 def bench_training(args: argparse.Namespace, names: list[str]) -> dict:
     vocab, results = 60, {}
     batches = make_batches(names, args.batch_size, args.batches, vocab)
     for cell in args.cells.split(","):
         torch.manual_seed(0)
         models = {
-            "loop (autograd)": CharRNN(vocab, 18, cell, args.hidden_size, args.embedding_dim).to(args.device),
-            "loop (bptt)": CharRNN(vocab, 18, cell, args.hidden_size, args.embedding_dim, impl="bptt").to(args.device),
+            "loop (autograd)": char_rnn(vocab, cell, args.hidden_size, args.embedding_dim).to(args.device),
+            "loop (bptt)": char_rnn(vocab, cell, args.hidden_size, args.embedding_dim, "bptt").to(args.device),
             "fused torch": FusedClassifier(cell, vocab, 18, args.hidden_size, args.embedding_dim).to(args.device),
         }
         speeds = alternate({k: (lambda m=m: train_run(m, batches, args.device)) for k, m in models.items()},
@@ -99,7 +108,7 @@ def bench_logging(args: argparse.Namespace, names: list[str]) -> dict:
     results = {}
     for impl in ("autograd", "bptt"):
         torch.manual_seed(0)
-        model = CharRNN(vocab, 18, "gru", args.hidden_size, args.embedding_dim, impl=impl).to(args.device)
+        model = char_rnn(vocab, "gru", args.hidden_size, args.embedding_dim, impl).to(args.device)
         speeds = alternate({"off": lambda m=model: train_run(m, batches, args.device),
                             "on": lambda m=model: train_run(m, batches, args.device, args.every_n_steps)},
                            args.repeats)
@@ -124,7 +133,7 @@ def bench_tutorial(args: argparse.Namespace, names: list[str], sample: int = 500
                 p.add_(p.grad, alpha=-0.005)
     tutorial = sample / (time.perf_counter() - start)
     batches = make_batches(names, args.batch_size, args.batches, vocab, seed=2)
-    batched = CharRNN(vocab, 18, "rnn", 128, embedding_dim=0, impl="bptt").to(args.device)
+    batched = char_rnn(vocab, "rnn", 128, 0, "bptt").to(args.device)
     same_model = statistics.median(train_run(batched, batches, args.device) for _ in range(args.repeats))
     return {"names_per_s": tutorial, "same_model_batched_names_per_s": same_model}
 
@@ -135,7 +144,7 @@ def bench_predict(args: argparse.Namespace, names: list[str], count: int = 100_0
     torch.manual_seed(0)
     vocab = ["<pad>", "<unk>", *sorted({c for n in names for c in n})]
     # The default model: GRU with the hashed n-gram head.
-    net = CharRNN(len(vocab), 18, "gru", args.hidden_size, args.embedding_dim, ngram_buckets=args.ngram_buckets)
+    net = char_rnn(len(vocab), "gru", args.hidden_size, args.embedding_dim, ngram_buckets=args.ngram_buckets)
     predictor = Predictor(net, vocab, [f"L{i}" for i in range(18)], device=args.device)
     many = (names * (count // len(names) + 1))[:count]
 
@@ -151,9 +160,7 @@ def bench_predict(args: argparse.Namespace, names: list[str], count: int = 100_0
     speed, exported = rate(predictor), {}
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = Path(tmp) / "bench.ckpt"
-        torch.save({"hyper_parameters": {"vocab": vocab, "labels": predictor.labels, "cell": "gru",
-                                         "hidden_size": args.hidden_size, "embedding_dim": args.embedding_dim,
-                                         "ngram_buckets": args.ngram_buckets},
+        torch.save({"hyper_parameters": {"vocab": vocab, "labels": predictor.labels, "config": plain(net.config)},
                     "state_dict": {f"net.{k}": v for k, v in net.state_dict().items()}}, checkpoint)
         try:
             from nameorigin.export import export_model
@@ -263,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     skip = set(args.skip.split(",")) - {""}
     try:
         names = corpus_names(args.data)
-    except DataError as error:  # a folder without <Language>.txt files, a non-UTF-8 file, ...
+    except UserError as error:  # a folder without <Language>.txt files, a non-UTF-8 file, ...
         print(f"error: --data: {error}", file=sys.stderr)
         return 2
     results: dict = {}

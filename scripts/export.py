@@ -11,10 +11,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from nameorigin.errors import exits_2_on_user_error
 from nameorigin.export import FORMATS, export_model, onnx_limitation
-from nameorigin.predict import PredictError, Predictor
+from nameorigin.predict import Predictor
 
 
+@exits_2_on_user_error
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint", help="a .ckpt written by train.py")
@@ -35,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"note: no ONNX file: {reason}", file=sys.stderr)
             formats = ("pt2",)
         written = export_model(predictor, args.out, formats)
-    except (PredictError, ValueError) as error:
+    except ValueError as error:  # torch.export's and onnx's own refusals of a model
         print(f"error: {error}", file=sys.stderr)
         return 2
     except ImportError as error:

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TextIO
 
 from nameorigin.atomic import write_atomically
+from nameorigin.errors import UserError, exits_2_on_user_error
 from nameorigin.predict import (
     BATCH_SIZE,
     EXPORTED_SUFFIXES,
-    PredictError,
     Prediction,
     Predictor,
     load_checkpoint,
@@ -101,17 +101,17 @@ def read_names(args: argparse.Namespace) -> list[str]:
             with open(args.file, encoding="utf-8", errors="strict") as f:
                 lines = f.read().splitlines()
         except FileNotFoundError:
-            raise PredictError(f"--file {args.file} does not exist: pass an existing file") from None
+            raise UserError(f"--file {args.file} does not exist: pass an existing file") from None
         except (IsADirectoryError, PermissionError) as error:
-            raise PredictError(f"--file {args.file} cannot be read ({error.strerror}): pass a file of names, "
+            raise UserError(f"--file {args.file} cannot be read ({error.strerror}): pass a file of names, "
                                "one per line") from None
         except UnicodeDecodeError as error:
-            raise PredictError(f"--file {args.file} is not UTF-8 (byte {error.start}): re-save it as UTF-8") from None
+            raise UserError(f"--file {args.file} is not UTF-8 (byte {error.start}): re-save it as UTF-8") from None
     else:
         try:
             lines = sys.stdin.buffer.read().decode("utf-8").splitlines()
         except UnicodeDecodeError as error:
-            raise PredictError(f"standard input is not UTF-8 (byte {error.start}): re-save the names as UTF-8, "
+            raise UserError(f"standard input is not UTF-8 (byte {error.start}): re-save the names as UTF-8, "
                                "or pass --file") from None
     return [line for line in lines if line.strip()]
 
@@ -151,11 +151,12 @@ def print_card(path: str) -> None:
     saved = read_sidecar(path) if Path(path).suffix in EXPORTED_SUFFIXES else load_checkpoint(path)
     card = saved.get("model_card")
     if not card:
-        raise PredictError(f"checkpoint {path} holds no model card: the card goes into the run's model when "
+        raise UserError(f"checkpoint {path} holds no model card: the card goes into the run's model when "
                            "training ends; use refit.ckpt (best.ckpt in a run without a refit)")
     sys.stdout.write(card)
 
 
+@exits_2_on_user_error
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -169,14 +170,14 @@ def main(argv: list[str] | None = None) -> int:
 
             known = None
             if args.known_names:
+                from nameorigin.errors import UserError
                 from nameorigin.known import name_key
                 from nameorigin.surnames import Surnames
-                from nameorigin.textnorm import DataError
 
                 try:
                     known = {name_key(name) for name in Surnames(args.known_names, convert_if_missing=False).names}
-                except DataError as error:
-                    raise PredictError(f"--known-names: {error}") from None
+                except UserError as error:
+                    raise UserError(f"--known-names: {error}") from None
             result = evaluate(predictor, args.evaluate, args.batch_size, known)
             print(format_report(result))
             if args.baseline:
@@ -204,9 +205,6 @@ def main(argv: list[str] | None = None) -> int:
         names = read_names(args)
         write(predictor.predict(names, top_k=args.top_k or 3, batch_size=args.batch_size, coverage=args.coverage),
               args.format)
-    except PredictError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # `| head` closed the pipe: not an error
         return 0
     return 0

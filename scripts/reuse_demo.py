@@ -101,13 +101,13 @@ def cell_demo(checkpoint: str, name: str, language: str | None) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from nameorigin.predict import PredictError
+    from nameorigin.errors import UserError
 
     try:
         lines = linear_demo(args.uses, args.x, args.y, args.w)
         if args.checkpoint:
             lines += cell_demo(args.checkpoint, args.name, args.language)
-    except (PredictError, ValueError) as error:  # a bad flag: the one-line error alone, no half of the demo
+    except (UserError, ValueError) as error:  # a bad flag: the one-line error alone, no half of the demo
         print(f"error: {error}", file=sys.stderr)
         return 2
     print("\n".join(lines))

@@ -15,6 +15,8 @@ from nameorigin.calibration import (
     prediction_sets,
     reliability,
 )
+from nameorigin.config import CalibrationConfig
+from nameorigin.errors import UserError
 
 
 def sample(n: int, classes: int = 6, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -73,9 +75,9 @@ def test_sets_grow_with_coverage_and_never_come_back_empty():
     assert bool(prediction_sets(torch.full((3, 4), 0.25), 0.99).any(1).all())
 
 
-def test_conformal_rejects_impossible_levels():
-    with pytest.raises(ValueError, match="between 0 and 1"):
-        conformal_thresholds(torch.full((4, 2), 0.5), torch.zeros(4, dtype=torch.long), [1.5])
+def test_the_calibration_config_rejects_impossible_levels():
+    with pytest.raises(UserError, match="calibration.coverages: 1.5 must be a number between 0 and 1"):
+        CalibrationConfig(coverages=[0.9, 1.5])
 
 
 def test_reliability_bins_count_every_prediction():

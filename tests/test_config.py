@@ -9,6 +9,7 @@ import pytest
 import torch
 from conftest import ROOT, TINY, last_scalars, run_dirs, score_in_one_process, train, write_corpus
 from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -16,8 +17,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from nameorigin import pipeline
 from nameorigin.calibration import calibrate
 from nameorigin.data import NamesDataModule
+from nameorigin.errors import UserError
 from nameorigin.module import NameClassifier
-from nameorigin.pipeline import ConfigError
 
 TRAINERS = sorted(p.stem for p in (ROOT / "conf" / "trainer").glob("*.yaml"))
 
@@ -43,39 +44,64 @@ def test_every_trainer_config_composes_and_instantiates(tmp_path):
     assert composed("trainer=ddp").trainer.devices == -1 and composed("trainer=ddp_cpu").trainer.devices == 2
 
 
+def refusal(corpus, override: str) -> str:
+    """How a bad setting is refused: when the config is composed (the schemas' types, keys and choices), or by
+    train() before it builds a Trainer (ranges and rules, in __post_init__ and check_run). The subprocess test in
+    test_train.py shows that either is one line and exit code 2."""
+    try:
+        cfg = composed(f"data.root={corpus}", "data.download=false", *TINY, override)
+    except HydraException as error:
+        return f"{error} ({error.__cause__})"
+    with pytest.raises(UserError) as refused:
+        pipeline.train(cfg)
+    return str(refused.value)
+
+
 @pytest.mark.parametrize("override, message", [
     ("trainer.max_epochs=0", "trains nothing"),
     ("model.optimizer.lr=-1", "Invalid learning rate: -1"),
     ("+model.optimizer.betas=oops", "model.optimizer.betas='oops' is text where torch expects numbers"),
     ("model.optimizer.lr=abc", "model.optimizer.lr='abc' is text where torch expects numbers"),
     ("model.scheduler.T_max=abc", "model.scheduler.T_max='abc' is text where torch expects numbers"),
-    ("model.label_smoothing=2", "label_smoothing=2"),
+    ("model.label_smoothing=2", "model.label_smoothing=2.0 must be a number in [0, 1)"),
     ("model.known_names_cache=data/surnames", "is part of fine-tuning"),
     ("calibration.coverages=[1.5]", "1.5 must be a number between 0 and 1"),
-    ("calibration.coverages=foo", "calibration.coverages=foo: pass a list"),
-    ("calibration.bins=0", "calibration.bins=0"),
-    ("seed=abc", "seed='abc' must be a whole number"),
+    ("calibration.coverages=foo", "calibration.coverages=foo (Invalid value assigned: str is not a ListConfig"),
+    ("calibration.bins=0", "calibration.bins=0 must be a whole number >= 1"),
+    ("seed=abc", "seed=abc (Value 'abc' of type 'str' could not be converted to Integer"),
     ("trainer.max_epochs=1.5", "trainer.max_epochs=1.5 must be a whole number"),
-    ("model.class_weights=[1,2]", "class_weights=[1.0, 2.0] must be 4 positive numbers, one per label"),
-    ("model.logit_adjustment=-1", "logit_adjustment=-1 must be >= 0"),
-    ("model.ngram_buckets=1.5", "ngram_buckets=1.5 must be a whole number"),
+    ("model.class_weights=[1,2]", "model.class_weights=[1, 2] must be 4 positive numbers, one per label"),
+    ("model.class_weights=heavy", "model.class_weights='heavy': use balanced, sqrt, null or a list"),
+    ("model.logit_adjustment=-1", "model.logit_adjustment=-1.0 must be a number in [0, inf)"),
+    ("model.ngram_buckets=1.5", "model.ngram_buckets=1.5 (Value '1.5' of type 'float' could not be converted"),
     ("model.scheduler.T_max=0", "model.optimizer / model.scheduler: integer modulo by zero"),
-    ("calibration.enabled=no", "calibration.enabled='no' must be true or false"),
-    ("test=maybe", "test='maybe' must be true or false"),
-    ("model.pretrained_lr_scale=-1", "pretrained_lr_scale=-1 must be >= 0"),
-    ("model.label_smoothing=abc", "label_smoothing='abc' must be a finite number"),
-    ("model.dropout=nan", "dropout=nan must be a finite number"),
+    ("test=maybe", "test=maybe (Value 'maybe' is not a valid bool"),
+    ("calibration.enabled=maybe", "calibration.enabled=maybe (Value 'maybe' is not a valid bool"),
+    ("model.pretrained_lr_scale=-1", "model.pretrained_lr_scale=-1.0 must be a number in [0, inf)"),
+    ("model.label_smoothing=abc", "model.label_smoothing=abc (Value 'abc' of type 'str' could not be converted"),
+    ("model.dropout=nan", "model.dropout=nan must be a number in [0, 1)"),
+    ("model.hidden_size=abc", "model.hidden_size=abc (Value 'abc' of type 'str' could not be converted to Integer"),
+    ("model.hiden_size=8", "Key 'hiden_size' not in 'ModelConfig'"),
+    ("model.cell=transformer", "Invalid value 'transformer', expected one of [rnn, gru, lstm]"),
+    ("model.impl=fast", "Invalid value 'fast', expected one of [autograd, bptt]"),
+    ("data.normalize=nfc", "Invalid value 'nfc', expected one of [ascii, none]"),
+    ("data.split_fractions=[1,0,0]", "data.split_fractions=[1.0, 0.0, 0.0] must be three numbers"),
+    ("data.batch_size=0", "data.batch_size=0 must be a whole number >= 1"),
+    ("data.bach_size=8", "Key 'bach_size' not in 'NamesDataConfig'"),
+    ("+data.bach_size=8", "got an unexpected keyword argument 'bach_size'"),
     ("callbacks.grad_accumulation.every_n_steps=abc", "every_n_steps='abc' must be a whole number >= 1"),
     ("seed=-1", "seed=-1 must be between 0 and 2**32 - 1"),
     ("model.optimizer._target_=torch.optim.Adamw", "model.optimizer._target_=torch.optim.Adamw cannot be imported"),
     ("callbacks.grad_accumulation._target_=nameorigin.Nope", "callbacks.grad_accumulation._target_=nameorigin.Nope"),
 ])
-def test_settings_that_would_fail_late_are_refused_before_training(tiny_corpus, override, message):
-    # In process: train() must raise before it builds a Trainer (which needs Hydra's run folder). The subprocess
-    # test in test_train.py shows that a ConfigError is one line and exit code 2.
-    cfg = composed(f"data.root={tiny_corpus}", "data.download=false", *TINY, override)
-    with pytest.raises(ConfigError, match=re.escape(message)):
-        pipeline.train(cfg)
+def test_bad_settings_are_refused_when_composed_or_before_training(tiny_corpus, override, message):
+    assert message in refusal(tiny_corpus, override)
+
+
+@pytest.mark.parametrize("word, value", [("no", False), ("off", False), ("yes", True), ("on", True)])
+def test_switches_read_booleans_as_omegaconf_does(word, value):
+    cfg = composed(f"calibration.enabled={word}", f"test={word}", f"refit.enabled={word}")
+    assert cfg.calibration.enabled is value and cfg.test is value and cfg.refit.enabled is value
 
 
 def test_tutorial_experiment_is_the_pytorch_tutorial_setup():

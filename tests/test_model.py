@@ -4,12 +4,24 @@ import math
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from nameorigin.model import GATES, IMPLS, SHARED_WEIGHTS, CharRNN
+from nameorigin.config import Impl, ModelConfig, NetConfig, TransferShape
+from nameorigin.errors import UserError
+from nameorigin.model import GATES, SHARED_WEIGHTS, CharRNN, build_net
 
 TORCH_RNN = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
+IMPLS = [impl.value for impl in Impl]
+
+
+def char_rnn(vocab_size: int, num_classes: int, known_names: int = 0, known_countries: int = 0,
+             **settings) -> CharRNN:
+    """A CharRNN from its config; no n-gram head and no dropout unless asked, so tests see the cell alone."""
+    config = ModelConfig(**{"ngram_buckets": 0, "dropout": 0.0, **settings})
+    transfer = TransferShape(known_names=known_names, known_countries=known_countries) if known_names else None
+    return build_net(config, vocab_size, num_classes, transfer)
 
 
 def batch(vocab: int = 12, lengths=(7, 3, 5, 1, 7, 2), seed: int = 0):
@@ -24,7 +36,7 @@ def batch(vocab: int = 12, lengths=(7, 3, 5, 1, 7, 2), seed: int = 0):
 @pytest.mark.parametrize("cell", list(GATES))
 def test_cell_loop_equals_torch_fused_rnn_on_outputs_and_gradients(cell, impl):
     torch.manual_seed(0)
-    model = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl)
+    model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl)
     reference = TORCH_RNN[cell](8, 16, batch_first=True)
     with torch.no_grad():
         for name in SHARED_WEIGHTS:
@@ -48,7 +60,7 @@ def test_cell_loop_equals_torch_fused_rnn_on_outputs_and_gradients(cell, impl):
 @pytest.mark.parametrize("embedding_dim", [0, 4])
 def test_gradcheck_float64(cell, embedding_dim, impl):
     torch.manual_seed(0)
-    model = CharRNN(6, 3, cell=cell, hidden_size=4, embedding_dim=embedding_dim, impl=impl).double()
+    model = char_rnn(6, 3, cell=cell, hidden_size=4, embedding_dim=embedding_dim, impl=impl).double()
     tokens, lengths = batch(vocab=6, lengths=(4, 2, 3))
     params = [p for p in model.parameters()]
 
@@ -64,7 +76,7 @@ def test_gradcheck_float64(cell, embedding_dim, impl):
 def test_inference_path_equals_the_training_path(cell, embedding_dim):
     """bptt.final_state (table gathers, tanh as 2 sigmoid(2x) - 1, folded biases) against the autograd loop."""
     torch.manual_seed(3)
-    model = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=embedding_dim).eval()
+    model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=embedding_dim).eval()
     tokens, lengths = batch(lengths=(2, 7, 4, 7, 1, 5, 3, 7))
     reference = model(tokens, lengths)
     assert reference.requires_grad  # the autograd loop ran
@@ -79,7 +91,7 @@ def test_bf16_autocast_keeps_the_recurrence_in_float32(cell, impl):
     """trainer=gpu trains under bf16 autocast: the recurrent state must not be rounded to bf16 (nor crash
     bptt.py's float32 buffers, as the inference path once did on the GPU), while the heads may run in bf16."""
     torch.manual_seed(0)
-    model = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl, ngram_buckets=64)
+    model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl, ngram_buckets=64)
     tokens, lengths = batch()
     for training in (True, False):
         model.train(training)
@@ -97,13 +109,13 @@ def test_bf16_autocast_keeps_the_recurrence_in_float32(cell, impl):
                 assert model.cell.weight_hh.grad.dtype == torch.float32 and model.cell.weight_hh.grad.norm() > 0
 
 
-def test_unknown_cell_lists_the_valid_names():
-    with pytest.raises(ValueError, match="unknown cell 'transformer': choose one of rnn, gru, lstm"):
-        CharRNN(10, 2, cell="transformer")
-    with pytest.raises(ValueError, match="choose one of autograd, bptt"):
-        CharRNN(10, 2, impl="fast")
-    with pytest.raises(ValueError, match="hidden_size=-3"):
-        CharRNN(10, 2, hidden_size=-3)
+def test_the_config_refuses_an_unknown_cell_or_impl_and_a_bad_size():
+    with pytest.raises(UserError, match="model.cell='transformer' is not one of rnn, gru, lstm"):
+        NetConfig(cell="transformer")
+    with pytest.raises(UserError, match="model.impl='fast' is not one of autograd, bptt"):
+        NetConfig(impl="fast")
+    with pytest.raises(UserError, match="model.hidden_size=-3 must be a whole number >= 1"):
+        NetConfig(hidden_size=-3)
 
 
 def test_the_question_linear_layer_used_twice():
@@ -142,7 +154,7 @@ def unrolled_contributions(model: CharRNN, tokens, lengths, weights):
 @pytest.mark.parametrize("cell", list(GATES))
 def test_per_step_contributions_match_unrolled_copies_and_sum_to_grad(cell, impl, embedding_dim):
     torch.manual_seed(1)
-    model = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=embedding_dim, impl=impl)
+    model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=embedding_dim, impl=impl)
     tokens, lengths = batch()
     weights = torch.randn(len(lengths), 5)
     (model(tokens, lengths, capture=True) * weights).sum().backward()
@@ -160,7 +172,7 @@ def test_per_step_contributions_match_unrolled_copies_and_sum_to_grad(cell, impl
 
 def test_capture_is_off_by_default_and_does_not_change_results():
     torch.manual_seed(0)
-    model = CharRNN(12, 5, hidden_size=8, embedding_dim=4)
+    model = char_rnn(12, 5, hidden_size=8, embedding_dim=4)
     tokens, lengths = batch()
     plain = model(tokens, lengths)
     assert model.capture is None
@@ -170,8 +182,8 @@ def test_capture_is_off_by_default_and_does_not_change_results():
 @pytest.mark.parametrize("cell", list(GATES))
 def test_bptt_equals_the_autograd_reference(cell):
     torch.manual_seed(2)
-    reference = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=8)
-    fast = CharRNN(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl="bptt")
+    reference = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8)
+    fast = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl="bptt")
     fast.load_state_dict(reference.state_dict())
     tokens, lengths = batch(lengths=(2, 7, 4, 7, 1, 5, 3))
     weights = torch.randn(len(lengths), 5)
@@ -198,17 +210,18 @@ def test_ngram_ids_count_every_window_and_ignore_padding():
 
 def test_ngram_head_adds_to_logits_and_eval_applies_the_decision_layer():
     torch.manual_seed(0)
-    model = CharRNN(12, 5, hidden_size=8, embedding_dim=4, ngram_buckets=64, ngram_max=3)
+    model = char_rnn(12, 5, hidden_size=8, embedding_dim=4, ngram_buckets=64, ngram_max=3)
     tokens, lengths = batch()
     with torch.no_grad():
         model.ngram.weight.normal_()
-        raw = model.train(False).scores(tokens, lengths)
+        raw = model.train(False).readout(model.encode(tokens, lengths), tokens, lengths)
         model.logit_offset.copy_(torch.arange(5.0))
         model.temperature.fill_(2.0)
         torch.testing.assert_close(model(tokens, lengths), (raw + torch.arange(5.0)) / 2)
-        without = CharRNN(12, 5, hidden_size=8, embedding_dim=4)
+        without = char_rnn(12, 5, hidden_size=8, embedding_dim=4)
         without.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("ngram.")})
-        torch.testing.assert_close(raw - without.scores(tokens, lengths), model.ngram(tokens, lengths))
+        plain = without.eval().readout(without.encode(tokens, lengths), tokens, lengths)
+        torch.testing.assert_close(raw - plain, model.ngram(tokens, lengths))
     model.train()
     model(tokens, lengths).sum().backward()
     assert model.ngram.weight.grad.abs().sum() > 0
@@ -218,13 +231,13 @@ def test_logit_adjustment_offsets_by_the_log_prior():
     from nameorigin.module import NameClassifier
 
     prior = [0.7, 0.2, 0.1]
-    module = NameClassifier(["<pad>", "<unk>", "a"], ["A", "B", "C"], hidden_size=4, embedding_dim=2,
-                            logit_adjustment=0.5, class_prior=prior)
+    module = NameClassifier(ModelConfig(hidden_size=4, embedding_dim=2, logit_adjustment=0.5),
+                            ["<pad>", "<unk>", "a"], ["A", "B", "C"], class_prior=prior)
     offset = module.net.logit_offset
     expected = torch.tensor([-0.5 * math.log(p) for p in prior])
     torch.testing.assert_close(offset, expected - expected.mean())
-    with pytest.raises(ValueError, match="class_prior"):
-        NameClassifier(["<pad>", "<unk>", "a"], ["A", "B", "C"], logit_adjustment=0.5)
+    with pytest.raises(UserError, match="class_prior"):
+        NameClassifier(ModelConfig(logit_adjustment=0.5), ["<pad>", "<unk>", "a"], ["A", "B", "C"])
 
 
 @pytest.mark.parametrize("evidence_hidden, solvable", [(0, False), (16, True)])
@@ -232,16 +245,16 @@ def test_the_evidence_hidden_layer_combines_countries(evidence_hidden, solvable)
     # Shares all in country 0 or all in country 1 mean language 0; shared half-half means language 1. The
     # logit difference of a linear evidence head is linear in s0 (s1 = 1 - s0), so it cannot get all three.
     torch.manual_seed(0)
-    model = CharRNN(12, 2, hidden_size=4, embedding_dim=2, known_names=3, known_countries=2,
+    model = char_rnn(12, 2, hidden_size=4, embedding_dim=2, known_names=3, known_countries=2,
                     evidence_hidden=evidence_hidden)
     shares = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [0.5, 0.5, 1.0]])
     languages = torch.tensor([0, 0, 1])
-    optimizer = torch.optim.Adam(model.evidence_head.parameters(), lr=0.05)
+    optimizer = torch.optim.Adam(model.transfer.evidence_head.parameters(), lr=0.05)
     for _ in range(300):
         optimizer.zero_grad()
-        nn.functional.cross_entropy(model.evidence_head(shares), languages).backward()
+        nn.functional.cross_entropy(model.transfer.evidence_head(shares), languages).backward()
         optimizer.step()
-    correct = int((model.evidence_head(shares).argmax(-1) == languages).sum())
+    correct = int((model.transfer.evidence_head(shares).argmax(-1) == languages).sum())
     assert (correct == 3) == solvable, correct
 
 
@@ -253,7 +266,7 @@ def test_the_fused_optimizer_gets_its_gradients_clipped(precision):
 
     from nameorigin.module import NameClassifier
 
-    model = NameClassifier(["<pad>", "<unk>", "a", "b"], ["A", "B"], hidden_size=8, embedding_dim=4)
+    model = NameClassifier(ModelConfig(hidden_size=8, embedding_dim=4), ["<pad>", "<unk>", "a", "b"], ["A", "B"])
     trainer = pl.Trainer(precision=precision, accelerator="cpu", gradient_clip_val=1.0, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False)
     model.trainer = trainer
@@ -263,3 +276,41 @@ def test_the_fused_optimizer_gets_its_gradients_clipped(precision):
     model.configure_gradient_clipping(optimizer, trainer.gradient_clip_val, trainer.gradient_clip_algorithm)
     norm = torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in model.parameters()]))
     assert float(norm) == pytest.approx(1.0, rel=1e-4)
+
+
+def test_one_field_added_to_the_schema_reaches_the_net_the_checkpoint_the_resume_check_and_the_card(tmp_path):
+    """The model's settings are declared once: a new field, marked as shaping weights, needs no other edit."""
+    import dataclasses
+
+    from nameorigin.card import render
+    from nameorigin.config import HEAD, plain, shape_fields
+    from nameorigin.module import NameClassifier
+    from nameorigin.pipeline import resolve_checkpoint
+
+    Wider = dataclasses.make_dataclass("Wider", [("gate_scale", int, dataclasses.field(default=3, metadata=HEAD))],
+                                       bases=(ModelConfig,))
+    config = Wider(hidden_size=8, embedding_dim=4, ngram_buckets=0)
+    module = NameClassifier(config, ["<pad>", "<unk>", "a", "b"], ["A", "B"])
+    assert module.net.config.gate_scale == 3  # CharRNN is built from the config object itself
+    path = tmp_path / "wider.ckpt"
+    torch.save({"hyper_parameters": dict(module.hparams), "state_dict": module.state_dict()}, path)
+    stored = torch.load(path, weights_only=True)["hyper_parameters"]["config"]
+    assert stored["gate_scale"] == 3 and stored == plain(config)
+    assert "gate_scale" in shape_fields(config) and "gate_scale" not in shape_fields(config, "encoder")
+    cfg = OmegaConf.create({"ckpt_path": str(path), "paths": {"log_dir": str(tmp_path), "output_dir": "x"}})
+    assert resolve_checkpoint(cfg, config)[0] == str(path)  # the same settings resume
+    with pytest.raises(UserError, match=r"model.gate_scale=4 \(checkpoint: 3\)"):
+        resolve_checkpoint(cfg, dataclasses.replace(config, gate_scale=4))
+    resolve_checkpoint(cfg, dataclasses.replace(config, impl="bptt", dropout=0.1))  # these shape no weight
+    card = render(torch.load(path, weights_only=True), {}, {}, "python train.py")
+    assert "gate_scale=3" in card
+
+
+def test_a_checkpoint_from_before_the_typed_config_is_refused_in_one_line(tmp_path):
+    from nameorigin.predict import Predictor
+
+    old = tmp_path / "old.ckpt"
+    torch.save({"hyper_parameters": {"vocab": ["<pad>", "<unk>", "a"], "labels": ["A", "B"], "cell": "gru",
+                                     "hidden_size": 8, "embedding_dim": 4}, "state_dict": {}}, old)
+    with pytest.raises(UserError, match="predates nameorigin's typed model config .*: retrain it with this version"):
+        Predictor.from_checkpoint(old)

@@ -16,9 +16,10 @@ import torch
 from conftest import ROOT, run_script
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from nameorigin.errors import UserError
 from nameorigin.evaluate import evaluate, format_report
 from nameorigin.module import NameClassifier
-from nameorigin.predict import PredictError, Predictor
+from nameorigin.predict import Predictor
 
 PREDICT = str(ROOT / "scripts" / "predict.py")
 
@@ -172,7 +173,7 @@ def test_evaluate_reproduces_the_training_test_score(trained, checkpoint, tmp_pa
     assert report.returncode == 0 and "macro-F1" in report.stdout
     changed = shutil.copytree(corpus, tmp_path / "names")  # the corpus is shared with other tests: edit a copy
     (changed / "Irish.txt").write_text("Changed\n")
-    with pytest.raises(PredictError, match="sha256 differs"):
+    with pytest.raises(UserError, match="sha256 differs"):
         evaluate(Predictor.from_checkpoint(checkpoint), changed)
 
 

@@ -20,7 +20,7 @@ def recomputed_test_loss(checkpoint, pairs: list[list[str]]) -> float:
     predictor = Predictor.from_checkpoint(checkpoint)
     probs = predictor.probabilities([predictor.encode(name)[0] for name, _ in pairs])
     targets = torch.tensor([predictor.labels.index(language) for _, language in pairs])
-    smoothing = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["label_smoothing"]
+    smoothing = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["config"]["label_smoothing"]
     return float(F.cross_entropy(probs.log(), targets, label_smoothing=smoothing))
 
 

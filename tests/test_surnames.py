@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 import torch
 from conftest import ROOT, TINY, last_scalars, run_dirs, run_script, score_in_one_process, train, write_corpus
-from omegaconf import OmegaConf
 
 from nameorigin import transfer
+from nameorigin.config import ModelConfig
+from nameorigin.errors import UserError
 from nameorigin.known import KnownNames
 from nameorigin.module import NameClassifier
 from nameorigin.surnames import VOCAB, Surnames, SurnamesDataModule, convert
-from nameorigin.textnorm import DataError
 
 COUNTRY_OF = {"Japanese": "JP", "Russian": "RU", "Irish": "IE", "Italian": "IT"}
 SPECIAL = {
@@ -100,14 +100,14 @@ def test_tampered_cache_is_refused(tiny_surnames, tmp_path):
 
 def test_datamodule_splits_by_name_and_the_soft_loss_is_cross_entropy_against_the_shares(tiny_surnames):
     cache, _ = tiny_surnames
-    data = SurnamesDataModule(str(cache), split_fractions=[0.8, 0.1, 0.1], batch_size=16)
+    data = SurnamesDataModule(cache=str(cache), split_fractions=[0.8, 0.1, 0.1], batch_size=16)
     data.setup()
     names = {s: {data.corpus.names[r] for r in rows} for s, rows in data.splits.items()}
     assert not (names["train"] & names["val"] or names["train"] & names["test"] or names["val"] & names["test"])
     tokens, lengths, targets, shares = next(iter(data.train_dataloader()))
     torch.testing.assert_close(shares.sum(1), torch.ones(len(shares)))
     assert bool((targets == shares.argmax(1)).all()) and tokens.shape[1] == int(lengths.max())
-    module = NameClassifier(data.vocab, data.labels, hidden_size=8, embedding_dim=4, soft_targets=True)
+    module = NameClassifier(ModelConfig(hidden_size=8, embedding_dim=4, soft_targets=True), data.vocab, data.labels)
     logits = torch.randn(len(targets), len(data.labels))
     expected = -(shares * logits.log_softmax(-1)).sum(1).mean()
     torch.testing.assert_close(module.loss(logits, targets, shares), expected)
@@ -115,14 +115,14 @@ def test_datamodule_splits_by_name_and_the_soft_loss_is_cross_entropy_against_th
 
 def test_datamodule_refuses_to_resume_on_another_split(tiny_surnames):
     cache, _ = tiny_surnames
-    saved = SurnamesDataModule(str(cache), split_fractions=[0.8, 0.1, 0.1])
+    saved = SurnamesDataModule(cache=str(cache), split_fractions=[0.8, 0.1, 0.1])
     saved.setup()
-    same = SurnamesDataModule(str(cache), split_fractions=[0.8, 0.1, 0.1])
+    same = SurnamesDataModule(cache=str(cache), split_fractions=[0.8, 0.1, 0.1])
     same.setup()
     same.load_state_dict(saved.state_dict())
-    other = SurnamesDataModule(str(cache), split_fractions=[0.8, 0.1, 0.1], split_seed=1)
+    other = SurnamesDataModule(cache=str(cache), split_fractions=[0.8, 0.1, 0.1], split_seed=1)
     other.setup()
-    with pytest.raises(DataError, match=re.escape("cannot resume on another split: data.split_seed=1 (checkpoint: 0)")):
+    with pytest.raises(UserError, match=re.escape("cannot resume on another split: data.split_seed=1 (checkpoint: 0)")):
         other.load_state_dict(saved.state_dict())
 
 
@@ -145,7 +145,8 @@ def pretrained(tiny_surnames, tmp_path_factory) -> Path:
 
 def test_pretrained_checkpoint_predicts_countries_with_codes_and_names(pretrained, tmp_path):
     checkpoint = torch.load(pretrained, weights_only=True)
-    assert checkpoint["hyper_parameters"]["soft_targets"] and len(checkpoint["hyper_parameters"]["labels"]) > 5
+    hparams = checkpoint["hyper_parameters"]
+    assert hparams["config"]["soft_targets"] and len(hparams["labels"]) > 5
     result = run_script([str(ROOT / "scripts" / "predict.py"), str(pretrained), "Kanemoto", "--format", "json"],
                         cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -158,24 +159,22 @@ def test_pretrained_checkpoint_predicts_countries_with_codes_and_names(pretraine
 def test_initialize_really_loads_the_pretrained_weights_and_the_known_names(pretrained, tiny_surnames):
     cache, _ = tiny_surnames
     checkpoint = torch.load(pretrained, weights_only=True)
-    cfg = OmegaConf.create({"cell": "gru", "hidden_size": 32, "embedding_dim": 16, "init_from": str(pretrained),
-                            "ngram_max": 4,
-                            "known_names_cache": str(cache)})
-    arguments, table = transfer.model_arguments(transfer.load_pretrained(str(pretrained), cfg), cfg)
-    model = NameClassifier(checkpoint["hyper_parameters"]["vocab"], ["A", "B"], hidden_size=32, embedding_dim=16,
-                           **arguments)
+    config = ModelConfig(hidden_size=32, embedding_dim=16, init_from=str(pretrained), known_names_cache=str(cache))
+    shape, table = transfer.model_arguments(transfer.load_pretrained(str(pretrained), config), config)
+    model = NameClassifier(config, checkpoint["hyper_parameters"]["vocab"], ["A", "B"], transfer=shape)
     transfer.initialize(model.net, checkpoint, table)
     for key in ("embedding.weight", "cell.weight_hh", "cell.bias_ih"):
         torch.testing.assert_close(model.net.get_parameter(key), checkpoint["state_dict"][f"net.{key}"])
-    torch.testing.assert_close(model.net.source_head.weight, checkpoint["state_dict"]["net.head.weight"])
-    torch.testing.assert_close(model.net.source_ngram.weight, checkpoint["state_dict"]["net.ngram.weight"])
+    parts = model.net.transfer
+    torch.testing.assert_close(parts.source_head.weight, checkpoint["state_dict"]["net.head.weight"])
+    torch.testing.assert_close(parts.source_ngram.weight, checkpoint["state_dict"]["net.ngram.weight"])
     # "Muller" is known (merged spellings), "O'Muller" is not; the key ignores case and punctuation.
     index = {c: i for i, c in enumerate(VOCAB)}
     names = ["Muller", "MULLER", "O'Muller", "De La Cruz", "Delacruz"]
     tokens = torch.zeros(len(names), 12, dtype=torch.long)
     for row, name in enumerate(names):
         tokens[row, : len(name)] = torch.tensor([index[c] for c in name])
-    evidence = model.net.known(tokens, torch.tensor([len(n) for n in names]))
+    evidence = parts.known(tokens, torch.tensor([len(n) for n in names]))
     assert evidence[:, -1].tolist() == [1.0, 1.0, 0.0, 1.0, 1.0]
     assert evidence[0, :-1].sum() == pytest.approx(1.0, abs=1e-3) and evidence[2, :-1].sum() == 0
 
@@ -293,13 +292,13 @@ def test_real_package_converts_with_the_documented_counts(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"limit": -5}, "data.limit=-5 must be >= 0"),
+    ({"limit": -5}, "data.limit=-5 must be a whole number >= 0"),
     ({"batch_size": 0}, "data.batch_size=0"),
-    ({"num_workers": -1}, "data.num_workers=-1 must be >= 0"),
+    ({"num_workers": -1}, "data.num_workers=-1 must be a whole number >= 0"),
     ({"limit": 2.5}, "data.limit=2.5 must be a whole number"),
     ({"split_fractions": [0.5, 0.5]}, "data.split_fractions=[0.5, 0.5] must be three numbers"),
     ({"cache": __file__}, "is a file: pass a folder"),
 ])
 def test_surnames_datamodule_refuses_bad_settings(kwargs, message):
-    with pytest.raises(DataError, match=re.escape(message)):
+    with pytest.raises(UserError, match=re.escape(message)):
         SurnamesDataModule(**{"cache": "unused", **kwargs})

@@ -40,7 +40,8 @@ def test_checkpoint_loads_weights_only_and_rebuilds_the_model(trained):
         checkpoint = torch.load(run / "checkpoints" / name, weights_only=True, map_location="cpu")
         hparams = checkpoint["hyper_parameters"]
         assert hparams["labels"] == ["Irish", "Italian", "Japanese", "Russian"]
-        assert hparams["vocab"][:2] == ["<pad>", "<unk>"] and hparams["cell"] == "gru"
+        assert hparams["vocab"][:2] == ["<pad>", "<unk>"] and hparams["config"]["cell"] == "gru"
+        assert type(hparams["config"]["cell"]) is str  # plain types: weights-only loading needs no Enum class
         assert checkpoint["NamesDataModule"]["split_seed"] == 0
     model = NameClassifier(**hparams)
     model.load_state_dict(checkpoint["state_dict"])
@@ -125,8 +126,11 @@ def test_tensorboard_server_serves_the_run(trained):
     (lambda d: d.write_text("Abe\n"), None, "names is a file: pass the folder of <Language>.txt files"),
     (lambda d: write_corpus(d), "paths.log_dir=/proc/nameorigin", "cannot create the run folder /proc/nameorigin"),
     (lambda d: (write_corpus(d), (d / "Greek.txt").write_bytes(b"Alpha\n\xff\n")), None, "Greek.txt:2 is not UTF-8"),
-    (lambda d: write_corpus(d), "model.cell=transformer", "unknown cell 'transformer'"),
-    (lambda d: write_corpus(d), "model.hidden_size=-4", "hidden_size=-4"),
+    (lambda d: write_corpus(d), "model.cell=transformer", "expected one of [rnn, gru, lstm]"),
+    (lambda d: write_corpus(d), "model.hidden_size=-4", "model.hidden_size=-4 must be a whole number >= 1"),
+    (lambda d: write_corpus(d), "model.hidden_size=abc", "Value 'abc' of type 'str' could not be converted to Integer"),
+    (lambda d: write_corpus(d), "test=maybe", "Value 'maybe' is not a valid bool"),
+    (lambda d: write_corpus(d), "data.split_fractions=[1,0,0]", "with val and test above 0"),
     (lambda d: write_corpus(d), "data.split_fractions=[0.5,0.1,0.1]", "data.split_fractions"),
     (lambda d: write_corpus(d), "model.hiden_size=8", "hiden_size"),
     (lambda d: write_corpus(d), "model.optimizer.lr=-1", "Invalid learning rate: -1"),

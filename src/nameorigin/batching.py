@@ -4,7 +4,6 @@ names of similar length (resumable and sharded across ranks), and the DataModule
 from __future__ import annotations
 
 import json
-import operator
 import random
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -15,35 +14,7 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from nameorigin.atomic import write_atomically
-from nameorigin.textnorm import DataError
-
-
-def check_loader_settings(batch_size: object, num_workers: object, **counts: object) -> None:
-    """The data.* settings every corpus' DataModule takes: whole numbers (Hydra passes 1.5 or 'abc' through as
-    given, and int() would truncate), at least one name per batch, no negative worker count."""
-    for key, value in {"batch_size": batch_size, "num_workers": num_workers, **counts}.items():
-        try:
-            operator.index(value)
-        except TypeError:
-            raise DataError(f"data.{key}={value!r} must be a whole number") from None
-    if batch_size < 1:
-        raise DataError(f"data.batch_size={batch_size} must be a positive integer")
-    if num_workers < 0:
-        raise DataError(f"data.num_workers={num_workers} must be >= 0 (0 loads batches in the main process)")
-
-
-def check_split_fractions(split_fractions: object) -> list[float]:
-    """data.split_fractions as three floats: train, val and test, summing to 1. Validation and test must be
-    non-empty: the best epoch, the temperature and the conformal thresholds are picked on validation, and test is
-    the one held-out score."""
-    try:
-        fractions = [float(f) for f in split_fractions]  # type: ignore[union-attr]
-    except (TypeError, ValueError):
-        fractions = []
-    if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-6 or 0 in fractions[1:]:
-        raise DataError(f"data.split_fractions={split_fractions} must be three numbers (train, val, test) summing "
-                        "to 1, with val and test above 0, e.g. [0.8,0.1,0.1]")
-    return fractions
+from nameorigin.errors import UserError
 
 
 def pad_batch(encoded: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -166,11 +137,11 @@ class BucketedDataModule(pl.LightningDataModule):
             return
         mine = self.state_dict()
         if state.get("corpus_sha256") != mine["corpus_sha256"]:
-            raise DataError(f"{self.corpus_setting()} differs from the corpus this checkpoint was trained on "
+            raise UserError(f"{self.corpus_setting()} differs from the corpus this checkpoint was trained on "
                             "(sha256 mismatch): point it at the original files")
         wrong = [f"data.{key}={mine[key]} (checkpoint: {state[key]})" for key in self.split_differences(state)]
         if wrong:
-            raise DataError(f"cannot resume on another split: {', '.join(wrong)}; resume with the checkpoint's "
+            raise UserError(f"cannot resume on another split: {', '.join(wrong)}; resume with the checkpoint's "
                             "data settings")
 
     def write_manifest(self, path: str | Path) -> Path:
@@ -191,7 +162,7 @@ class BucketedDataModule(pl.LightningDataModule):
                  if len(self.datasets[split]) < world_size}
         if small:
             sizes = ", ".join(f"{split} holds {n}" for split, n in small.items())
-            raise DataError(f"{sizes} names, fewer than the {world_size} processes of trainer.devices: use fewer "
+            raise UserError(f"{sizes} names, fewer than the {world_size} processes of trainer.devices: use fewer "
                             "devices or a larger corpus")
 
     def train_dataloader(self) -> DataLoader:

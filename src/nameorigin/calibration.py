@@ -13,7 +13,7 @@ is the quantile of one score.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -50,21 +50,6 @@ def at_bound(temperature: float) -> bool:
     return any(math.isclose(temperature, bound, rel_tol=1e-3) for bound in TEMPERATURE_RANGE)
 
 
-def check_settings(coverages: object, bins: object) -> None:
-    """ValueError for settings `calibrate` cannot use: train.py checks them before training, not after it."""
-    if isinstance(coverages, str | bytes) or not isinstance(coverages, Iterable):
-        raise ValueError(f"calibration.coverages={coverages}: pass a list of levels, e.g. [0.8,0.9,0.95]")
-    for coverage in coverages:
-        check_coverage(coverage)
-    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-        raise ValueError(f"calibration.bins={bins} must be a positive integer")
-
-
-def check_coverage(coverage: object) -> None:
-    if isinstance(coverage, bool) or not isinstance(coverage, int | float) or not 0 < coverage < 1:
-        raise ValueError(f"calibration.coverages: {coverage} must be a number between 0 and 1")
-
-
 def level_key(coverage: float) -> str:
     """How a coverage level is named in checkpoints and metrics: 0.9 -> "0.9"."""
     return f"{coverage:g}"
@@ -75,7 +60,6 @@ def conformal_thresholds(probs: torch.Tensor, targets: torch.Tensor, coverages: 
     scores = 1 - probs.gather(1, targets[:, None]).squeeze(1).double()
     n, thresholds = len(scores), {}
     for coverage in coverages:
-        check_coverage(coverage)
         rank = min(math.ceil((n + 1) * coverage), n)  # with too few names the set must take everything
         quantile = float(scores.sort().values[rank - 1]) if n else 1.0
         thresholds[level_key(coverage)] = 1 - quantile

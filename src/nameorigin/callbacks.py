@@ -16,6 +16,7 @@ import torch
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import TensorBoardLogger
 
+from nameorigin.errors import UserError
 from nameorigin.model import SHARED_WEIGHTS
 from nameorigin.plots import figure_to_writer, heatmap_figure, partial_sum_figure
 
@@ -34,7 +35,7 @@ class GradAccumulationLogger(Callback):
     def __init__(self, every_n_steps: int = 50, tolerance: float = 1e-5, horizon_mass: float = 0.9,
                  max_distance: int = 20):
         if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int) or every_n_steps < 1:
-            raise ValueError(f"callbacks.grad_accumulation.every_n_steps={every_n_steps!r} must be a whole number >= 1")
+            raise UserError(f"callbacks.grad_accumulation.every_n_steps={every_n_steps!r} must be a whole number >= 1")
         self.every_n_steps, self.tolerance = every_n_steps, tolerance
         self.horizon_mass, self.max_distance = horizon_mass, max_distance
         self.history: list[dict[str, Any]] = []  # one entry per inspected step, kept for the epoch-end images

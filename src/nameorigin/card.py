@@ -42,36 +42,41 @@ def percent(value: Any) -> str:
 
 def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: str) -> str:
     hp, data = checkpoint["hyper_parameters"], checkpoint.get("NamesDataModule", {})
+    model, transfer = hp["config"], hp.get("transfer") or {}
     calibration = checkpoint.get("calibration", {})
     refitted = is_refit(data)
     fitted = "fitted on validation for best.ckpt and carried over" if refitted else "fitted on validation"
     labels, counts = hp["labels"], manifest.get("counts", {})
-    ngram = f"hashed 1-{hp.get('ngram_max')}-gram head ({hp.get('ngram_buckets')} buckets)" \
-        if hp.get("ngram_buckets") else "no n-gram head"
+    ngram = f"hashed 1-{model['ngram_max']}-gram head ({model['ngram_buckets']} buckets)" \
+        if model["ngram_buckets"] else "no n-gram head"
     lines = [
-        f"# Model card: nameorigin {hp['cell'].upper()} language-of-origin classifier", "",
+        f"# Model card: nameorigin {model['cell'].upper()} language-of-origin classifier", "",
         "Predicts the language of origin of a surname among "
         f"{len(labels)} languages: {', '.join(labels)}.", "",
         "## Model",
-        f"- One {hp['cell']} cell (hidden {hp['hidden_size']}, embedding {hp['embedding_dim'] or 'one-hot'}) "
+        f"- One {model['cell']} cell (hidden {model['hidden_size']}, embedding {model['embedding_dim'] or 'one-hot'}) "
         f"applied to every character with shared weights, a linear head on the last state, and {ngram}.",
-        f"- Decision layer: logit adjustment tau = {hp.get('logit_adjustment', 0):g} against the training prior; "
+        f"- Decision layer: logit adjustment tau = {model['logit_adjustment']:g} against the training prior; "
         + (f"temperature {calibration['temperature']:.3f} {fitted}" if calibration else
            "no temperature scaling (trained with calibration.enabled=false)")
         + (" (at the end of its search range: validation gave too little to calibrate on, no errors or hardly a "
            "right answer, so treat the probabilities as rough)." if calibration.get("temperature_at_bound") else "."),
-        *([f"- Fine-tuned from `{hp['init_from']}` (surnames pretraining): its embedding and cell start this model"
-           + ("; its country distribution is an input of the language head" if hp.get("source_classes") else "")
+        *([f"- Fine-tuned from `{model['init_from']}` (surnames pretraining): its embedding and cell start this "
+           "model" + ("; its country distribution is an input of the language head"
+                      if transfer.get("source_classes") else "")
            + (f"; the exact name's country shares are evidence when names-dataset holds the name "
-              f"({hp['known_names']:,} surnames" + (f", through a hidden layer of {hp['evidence_hidden']}"
-                                                   if hp.get("evidence_hidden") else "") + ")"
-              if hp.get("known_names") else "") + "."]
-          if hp.get("init_from") else []), "",
+              f"({transfer['known_names']:,} surnames" + (f", through a hidden layer of {model['evidence_hidden']}"
+                                                         if model["evidence_hidden"] else "") + ")"
+              if transfer.get("known_names") else "") + "."]
+          if model["init_from"] else []),
+        "- Settings (`model.*`, as stored in the checkpoint): "
+        + ", ".join(f"{key}={value}" for key, value in model.items() if key not in ("optimizer", "scheduler")) + ".",
+        "",
         "## Data and provenance",
         f"- Corpus: `{manifest.get('root', '?')}` (the PyTorch tutorial names, "
         "https://download.pytorch.org/tutorial/data.zip), sha256 of the files "
         f"`{data.get('corpus_sha256', manifest.get('corpus_sha256', '?'))}`.",
-        f"- Normalization: `{data.get('normalize', hp.get('normalize'))}`. Duplicate (name, language) pairs dropped; "
+        f"- Normalization: `{data.get('normalize', model['normalize'])}`. Duplicate (name, language) pairs dropped; "
         "the split is by name string (a name is in exactly one of train/val/test, and so are spellings of it that "
         "differ only in case or punctuation), stratified by language.",
         f"- Split seed {data.get('split_seed')}, fractions {data.get('split_fractions')}, sizes "

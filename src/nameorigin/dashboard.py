@@ -139,8 +139,9 @@ def log_calibration(loggers: list, summary: dict, logits: torch.Tensor, targets:
 
 def run_hparams(trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
     """The knobs worth comparing in the HParams tab (not the vocabulary or label list)."""
-    params = {k: v for k, v in pl_module.hparams.items() if k not in ("vocab", "labels", "class_weights")}
-    params["class_weights"] = pl_module.hparams.get("class_weights") is not None
+    config = pl_module.hparams["config"]
+    params = {k: v for k, v in config.items() if k not in ("class_weights", "optimizer", "scheduler")}
+    params["class_weights"] = config["class_weights"] is not None
     if trainer.optimizers:
         optimizer = trainer.optimizers[0]
         params.update(optimizer=type(optimizer).__name__, lr=optimizer.defaults.get("lr"),

@@ -7,13 +7,16 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from nameorigin.batching import BucketedDataModule, EncodedRows, check_loader_settings, check_split_fractions, pad_batch
-from nameorigin.download import CORPUS_URL, download_corpus
+from nameorigin.batching import BucketedDataModule, EncodedRows, pad_batch
+from nameorigin.config import NamesDataConfig
+from nameorigin.download import download_corpus
+from nameorigin.errors import UserError
 from nameorigin.refit import TRAINED_ON
-from nameorigin.textnorm import NORMALIZERS, DataError, build_vocab, encode, normalize_name, variant_key
+from nameorigin.textnorm import build_vocab, encode, normalize_name, variant_key
 
 
 def is_label_file(path: Path) -> bool:
@@ -26,18 +29,18 @@ def label_files(root: Path) -> list[Path]:
 
 
 def read_label_file(path: Path, normalize: str = "ascii") -> list[str]:
-    """Names of one file, in file order, normalized; raises DataError naming the file and line on bad bytes."""
+    """Names of one file, in file order, normalized; raises UserError naming the file and line on bad bytes."""
     names = []
     for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise DataError(f"{path}:{number} is not UTF-8: re-save the file as UTF-8") from None
+            raise UserError(f"{path}:{number} is not UTF-8: re-save the file as UTF-8") from None
         name = normalize_name(line, normalize)
         if name:
             names.append(name)
     if not names:
-        raise DataError(f"{path} holds no names: delete it or add one name per line")
+        raise UserError(f"{path} holds no names: delete it or add one name per line")
     return names
 
 
@@ -46,10 +49,10 @@ def read_corpus(root: str | Path, normalize: str = "ascii") -> tuple[list[tuple[
     root = Path(root)
     if not root.is_dir():
         state = "is a file" if root.exists() else "does not exist"
-        raise DataError(f"data.root={root} {state}: pass data.root=<folder of <Language>.txt files>")
+        raise UserError(f"data.root={root} {state}: pass data.root=<folder of <Language>.txt files>")
     files = label_files(root)
     if not files:
-        raise DataError(f"data.root={root} holds no <Language>.txt files: put the corpus there or fix data.root")
+        raise UserError(f"data.root={root} holds no <Language>.txt files: put the corpus there or fix data.root")
     digest = hashlib.sha256()
     pairs = set()
     for path in files:
@@ -125,30 +128,24 @@ class EncodedNames(EncodedRows):
 class NamesDataModule(BucketedDataModule):
     """Reads `<Language>.txt` files under `root`, splits leakage-free, and serves length-bucketed batches."""
 
-    def __init__(self, root: str = "data/names", url: str = CORPUS_URL, normalize: str = "ascii",
-                 split_fractions: Sequence[float] = (0.8, 0.1, 0.1), split_seed: int = 0, batch_size: int = 64,
-                 num_workers: int = 0, download: bool = True):
+    def __init__(self, **settings: Any):
         super().__init__()
-        check_loader_settings(batch_size, num_workers, split_seed=split_seed)
-        fractions = check_split_fractions(split_fractions)
-        if not str(root).strip():  # Path("") is the working directory: a download would unpack into it
-            raise DataError("data.root is empty: pass the folder of <Language>.txt files (default data/names)")
-        if normalize not in NORMALIZERS:
-            raise DataError(f"data.normalize={normalize!r} is not one of {', '.join(NORMALIZERS)}")
-        self.root, self.url, self.normalize, self.download = Path(root), url, normalize, download
-        self.split_fractions, self.split_seed = fractions, int(split_seed)
-        self.batch_size, self.num_workers = int(batch_size), int(num_workers)
+        self.config = config = NamesDataConfig(**settings)
+        self.root, self.url, self.download = Path(config.root), config.url, config.download
+        self.normalize = config.normalize.value
+        self.split_fractions, self.split_seed = config.split_fractions, config.split_seed
+        self.batch_size, self.num_workers = config.batch_size, config.num_workers
         self.splits: dict[str, list[tuple[str, str]]] = {}
         self.fixed_vocab: list[str] | None = None
         self.trained_on = "train"  # "train+val" once add_validation_to_training() ran (the refit)
 
     def prepare_data(self) -> None:
         if self.root.exists() and not self.root.is_dir():
-            raise DataError(f"data.root={self.root} is a file: pass the folder of <Language>.txt files")
+            raise UserError(f"data.root={self.root} is a file: pass the folder of <Language>.txt files")
         if not (self.root.is_dir() and label_files(self.root)):
             if not self.download:
                 state = "holds no <Language>.txt files" if self.root.is_dir() else "does not exist"
-                raise DataError(f"data.root={self.root} {state} and data.download=false: pass "
+                raise UserError(f"data.root={self.root} {state} and data.download=false: pass "
                                 "data.root=<folder of <Language>.txt files> or data.download=true")
             download_corpus(self.root, self.url)
 
@@ -158,10 +155,10 @@ class NamesDataModule(BucketedDataModule):
         pairs, self.corpus_sha256 = read_corpus(self.root, self.normalize)
         self.labels = sorted({language for _, language in pairs})
         if len(self.labels) < 2:
-            raise DataError(f"data.root={self.root} has one language file: a classifier needs at least two")
+            raise UserError(f"data.root={self.root} has one language file: a classifier needs at least two")
         self.splits = split_by_name(pairs, self.split_fractions, self.split_seed)
         if not self.splits["train"]:
-            raise DataError(f"data.root={self.root} is too small to split: add names")
+            raise UserError(f"data.root={self.root} is too small to split: add names")
         # Fine-tuning sets fixed_vocab to the pretrained model's vocabulary before setup.
         self.vocab = self.fixed_vocab or build_vocab([name for name, _ in self.splits["train"]])
         char_to_index = {c: i for i, c in enumerate(self.vocab)}
@@ -177,8 +174,6 @@ class NamesDataModule(BucketedDataModule):
 
     def class_weights(self, mode: str) -> list[float]:
         """Loss weights per label from training counts: "balanced" = n / (k * count), "sqrt" = its square root."""
-        if mode not in ("balanced", "sqrt"):
-            raise DataError(f"model.class_weights={mode!r}: use balanced, sqrt, null or a list of numbers")
         counts = Counter(language for _, language in self.splits["train"])
         total = sum(counts.values())
         weights = [total / (len(self.labels) * max(counts[label], 1)) for label in self.labels]

@@ -9,9 +9,8 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from nameorigin.textnorm import DataError
-
-CORPUS_URL = "https://download.pytorch.org/tutorial/data.zip"
+from nameorigin.config import CORPUS_URL
+from nameorigin.errors import UserError
 
 
 def download_corpus(root: str | Path, url: str = CORPUS_URL) -> Path:
@@ -24,7 +23,7 @@ def download_corpus(root: str | Path, url: str = CORPUS_URL) -> Path:
             with urllib.request.urlopen(url, timeout=60) as response, archive.open("wb") as out:
                 shutil.copyfileobj(response, out)
         except (OSError, ValueError) as error:  # ValueError: not a URL at all (data.url=foo)
-            raise DataError(
+            raise UserError(
                 f"could not download the corpus from {url} ({error}): put the <Language>.txt files "
                 f"in {root} or pass data.root=<folder>"
             ) from None
@@ -32,13 +31,13 @@ def download_corpus(root: str | Path, url: str = CORPUS_URL) -> Path:
             with zipfile.ZipFile(archive) as zf:
                 members = [m for m in zf.namelist() if m.endswith(".txt") and "/names/" in f"/{m}"]
                 if not members:
-                    raise DataError(f"{url} holds no names/*.txt: pass data.root=<folder of <Language>.txt>")
+                    raise UserError(f"{url} holds no names/*.txt: pass data.root=<folder of <Language>.txt>")
                 staged = Path(tmp) / "names"
                 staged.mkdir()
                 for member in members:
                     (staged / Path(member).name).write_bytes(zf.read(member))
         except (zipfile.BadZipFile, EOFError, OSError) as error:
-            raise DataError(f"{url} is not a valid zip ({error}): retry, or put the files in {root}") from None
+            raise UserError(f"{url} is not a valid zip ({error}): retry, or put the files in {root}") from None
         if root.exists() and not any(root.iterdir()):
             root.rmdir()
         os.replace(staged, root)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import torch
 
-from nameorigin.data import DataError, label_files, read_corpus, split_by_name
-from nameorigin.predict import BATCH_SIZE, PredictError, Predictor
+from nameorigin.data import label_files, read_corpus, split_by_name
+from nameorigin.errors import UserError
+from nameorigin.predict import BATCH_SIZE, Predictor
 
 
 def scores(truth: torch.Tensor, preds: torch.Tensor, k: int) -> tuple[float, float, list[float], torch.Tensor]:
@@ -27,15 +28,15 @@ def checkpoint_splits(predictor: Predictor, root: str | Path) -> dict[str, list[
     it; refuses a corpus whose sha256 differs from the one it was trained on."""
     settings = predictor.data_settings
     if not {"corpus_sha256", "split_seed", "split_fractions"} <= settings.keys():
-        raise PredictError("this checkpoint holds no split settings: evaluate needs one written by train.py")
+        raise UserError("this checkpoint holds no split settings: evaluate needs one written by train.py")
     if not label_files(Path(root)):  # read_corpus's own message names train.py's data.root override
-        raise PredictError(f"{root} holds no <Language>.txt files: pass the folder the checkpoint was trained on")
+        raise UserError(f"{root} holds no <Language>.txt files: pass the folder the checkpoint was trained on")
     try:
         pairs, digest = read_corpus(root, settings.get("normalize", predictor.normalize))
-    except DataError as error:
-        raise PredictError(str(error)) from None
+    except UserError as error:
+        raise UserError(str(error)) from None
     if digest != settings["corpus_sha256"]:
-        raise PredictError(f"{root} is not the corpus this checkpoint was trained on (sha256 differs): "
+        raise UserError(f"{root} is not the corpus this checkpoint was trained on (sha256 differs): "
                            "pass the original folder")
     return split_by_name(pairs, settings["split_fractions"], settings["split_seed"])
 

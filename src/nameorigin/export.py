@@ -71,7 +71,7 @@ def sidecar_path(model_path: str | Path) -> Path:
 
 def onnx_limitation(net: CharRNN) -> str | None:
     """Why this model cannot be ONNX, or None: ONNX has no searchsorted for the known-name lookup."""
-    if net.known is not None:
+    if net.transfer is not None and net.transfer.known is not None:
         return "the known-name lookup (searchsorted) has no ONNX operator: export it with --formats pt2"
     return None
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from hydra.utils import instantiate
 from pytorch_lightning.plugins.precision import MixedPrecision, Precision
 from pytorch_lightning.utilities import GradClipAlgorithmType
 from torchmetrics import MaxMetric, MeanMetric, MetricCollection
@@ -17,76 +17,44 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionM
 from torchmetrics.utilities.distributed import gather_all_tensors
 
 from nameorigin.calibration import expected_calibration_error, prediction_sets
-from nameorigin.model import CharRNN
+from nameorigin.config import ModelConfig, TransferShape, from_plain, plain
+from nameorigin.errors import UserError
+from nameorigin.model import build_net
 
 
 class NameClassifier(pl.LightningModule):
-    """Hyperparameters are plain Python types (vocab and labels included) so the checkpoint alone rebuilds the
-    model and loads with `torch.load(weights_only=True)`. init_from, transfer_features and known_names_cache
-    are fine-tuning settings that nameorigin.transfer acts on; they are kept here for the record."""
+    """The model config (nameorigin.config.ModelConfig), the vocabulary and the labels go into the checkpoint as
+    plain Python types, so the checkpoint alone rebuilds the model and loads with `torch.load(weights_only=True)`.
+    `transfer` is what a pretrained checkpoint adds when fine-tuning (nameorigin.transfer)."""
 
-    def __init__(self, vocab: Sequence[str], labels: Sequence[str], cell: str = "gru", hidden_size: int = 256,
-                 embedding_dim: int = 64, dropout: float = 0.1, input_dropout: float = 0.0,
-                 label_smoothing: float = 0.0,
-                 class_weights: Sequence[float] | None = None, normalize: str = "ascii", impl: str = "autograd",
-                 ngram_buckets: int = 0, ngram_max: int = 4, logit_adjustment: float = 0.0,
-                 class_prior: Sequence[float] | None = None, soft_targets: bool = False,
-                 label_names: Sequence[str] | None = None, source_classes: int = 0, source_ngram_buckets: int = 0,
-                 known_names: int = 0, known_countries: int = 0, evidence_hidden: int = 0,
-                 init_from: str | None = None, pretrained_lr_scale: float = 1.0,
-                 transfer_features: bool = True, known_names_cache: str | None = None,
-                 optimizer: Callable | None = None, scheduler: Callable | None = None):
+    def __init__(self, config: ModelConfig | dict, vocab: Sequence[str], labels: Sequence[str],
+                 class_prior: Sequence[float] | None = None, label_names: Sequence[str] | None = None,
+                 transfer: TransferShape | dict | None = None):
         super().__init__()
-        counts = {"hidden_size": hidden_size, "embedding_dim": embedding_dim, "ngram_buckets": ngram_buckets,
-                  "ngram_max": ngram_max, "evidence_hidden": evidence_hidden}
-        for key, value in counts.items():  # int() below would silently truncate 1.5
-            try:
-                operator.index(value)
-            except TypeError:
-                raise ValueError(f"{key}={value!r} must be a whole number") from None
-        rates = {"dropout": dropout, "input_dropout": input_dropout, "label_smoothing": label_smoothing,
-                 "logit_adjustment": logit_adjustment, "pretrained_lr_scale": pretrained_lr_scale}
-        for key, value in rates.items():  # 'abc' would otherwise fail as "'<=' not supported between int and str"
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise ValueError(f"{key}={value!r} must be a finite number")
+        config = config if isinstance(config, ModelConfig) else from_plain(ModelConfig, config)
+        transfer = TransferShape(**transfer) if isinstance(transfer, dict) else transfer
         vocab, labels = [str(c) for c in vocab], [str(label) for label in labels]
-        class_weights = None if class_weights is None else [float(w) for w in class_weights]
         class_prior = None if class_prior is None else [float(p) for p in class_prior]
-        if not 0 <= label_smoothing < 1:
-            raise ValueError(f"label_smoothing={label_smoothing} must be in [0, 1)")
-        if class_weights is not None and (len(class_weights) != len(labels) or min(class_weights) <= 0):
-            raise ValueError(f"class_weights={class_weights} must be {len(labels)} positive numbers, one per label "
-                             f"({', '.join(labels)}), or balanced, sqrt or null")
-        if evidence_hidden < 0 or pretrained_lr_scale < 0:
-            raise ValueError(f"evidence_hidden={evidence_hidden} and pretrained_lr_scale={pretrained_lr_scale} "
-                             "must be >= 0 (evidence_hidden=0: no hidden layer; pretrained_lr_scale=0: frozen)")
-        if logit_adjustment < 0:
-            raise ValueError(f"logit_adjustment={logit_adjustment} must be >= 0 (0 turns it off)")
-        if logit_adjustment and (class_prior is None or len(class_prior) != len(labels) or min(class_prior) <= 0):
-            raise ValueError(f"logit_adjustment={logit_adjustment} needs a positive class_prior per label "
-                             "(train.py passes the training split's): set model.logit_adjustment=0 otherwise")
-        self.save_hyperparameters(
-            {"vocab": vocab, "labels": labels, "cell": str(cell), "hidden_size": int(hidden_size),
-             "embedding_dim": int(embedding_dim), "dropout": float(dropout), "input_dropout": float(input_dropout),
-             "label_smoothing": float(label_smoothing), "class_weights": class_weights, "normalize": str(normalize),
-             "impl": str(impl), "ngram_buckets": int(ngram_buckets), "ngram_max": int(ngram_max),
-             "logit_adjustment": float(logit_adjustment), "class_prior": class_prior,
-             "soft_targets": bool(soft_targets),
-             "label_names": None if label_names is None else [str(name) for name in label_names],
-             "source_classes": int(source_classes), "source_ngram_buckets": int(source_ngram_buckets),
-             "known_names": int(known_names), "known_countries": int(known_countries),
-             "evidence_hidden": int(evidence_hidden),
-             "init_from": None if init_from is None else str(init_from),
-             "pretrained_lr_scale": float(pretrained_lr_scale), "transfer_features": bool(transfer_features),
-             "known_names_cache": None if known_names_cache is None else str(known_names_cache)}
-        )
-        self.net = CharRNN(len(vocab), len(labels), cell, int(hidden_size), int(embedding_dim), float(dropout), impl,
-                           float(input_dropout), int(ngram_buckets), int(ngram_max), int(source_classes),
-                           int(source_ngram_buckets), int(known_names), int(known_countries), int(evidence_hidden))
-        if logit_adjustment:  # post-hoc logit adjustment (Menon et al. 2021): rare languages get a fairer share
-            offset = [-float(logit_adjustment) * math.log(p) for p in class_prior]
+        weights = config.class_weights
+        if isinstance(weights, str):
+            raise UserError(f"model.class_weights={weights}: the data module turns it into numbers before training")
+        if weights is not None and len(weights) != len(labels):
+            raise UserError(f"model.class_weights={list(weights)} must be {len(labels)} positive numbers, one per "
+                            f"label ({', '.join(labels)}), or balanced, sqrt or null")
+        if config.logit_adjustment and (class_prior is None or len(class_prior) != len(labels)
+                                        or min(class_prior) <= 0):
+            raise UserError(f"model.logit_adjustment={config.logit_adjustment} needs a positive class_prior per "
+                            "label (train.py passes the training split's): set model.logit_adjustment=0 otherwise")
+        self.config, self.transfer_shape = config, transfer
+        self.save_hyperparameters({"config": plain(config), "vocab": vocab, "labels": labels,
+                                   "class_prior": class_prior,
+                                   "label_names": None if label_names is None else [str(n) for n in label_names],
+                                   "transfer": plain(transfer) if transfer else None})
+        self.net = build_net(config, len(vocab), len(labels), transfer)
+        if config.logit_adjustment:  # post-hoc logit adjustment (Menon et al. 2021): rare languages get a fairer share
+            offset = [-config.logit_adjustment * math.log(p) for p in class_prior]
             self.net.logit_offset.copy_(torch.tensor(offset) - sum(offset) / len(offset))
-        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        class_weights = None if weights is None else [float(w) for w in weights]
         self.register_buffer("class_weight", None if class_weights is None else torch.tensor(class_weights))
         n = len(labels)
         metrics = MetricCollection({
@@ -101,7 +69,7 @@ class NameClassifier(pl.LightningModule):
         # Accuracy counting a prediction right when it is any of the name's languages (480 names have several).
         self.val_acc_any, self.test_acc_any = MeanMetric(), MeanMetric()
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
-        if known_names:  # test scores apart for names found in names-dataset and names it does not hold
+        if transfer and transfer.known_names:  # test scores apart: names found in names-dataset and the others
             self.test_found = MetricCollection({"acc": MulticlassAccuracy(n, average="micro"),
                                                 "macro_f1": MulticlassF1Score(n, average="macro")})
             self.test_not_found = self.test_found.clone()
@@ -117,10 +85,10 @@ class NameClassifier(pl.LightningModule):
     def loss(self, logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Cross-entropy against the label or, with soft_targets, against the distribution `weights` describe
         (a name's languages shared equally, or a surname's country shares)."""
-        if self.hparams.get("soft_targets"):
+        if self.config.soft_targets:
             targets = weights.float() / weights.float().sum(1, keepdim=True)
         return F.cross_entropy(logits, targets, weight=self.class_weight,
-                               label_smoothing=self.hparams.label_smoothing)
+                               label_smoothing=self.config.label_smoothing)
 
     def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
         tokens, lengths, targets, weights = batch
@@ -157,8 +125,8 @@ class NameClassifier(pl.LightningModule):
         self.log_dict(metrics, prog_bar=stage == "val", batch_size=len(targets))
         if stage == "test":
             self.test_outputs.append((logits.detach().float(), targets))
-            if self.net.known is not None:
-                _, found = self.net.known.lookup(tokens, lengths)
+            if self.known_names is not None:
+                _, found = self.known_names.lookup(tokens, lengths)
                 for subset, rows in ((self.test_found, found), (self.test_not_found, ~found)):
                     if rows.any():
                         subset.update(logits[rows], targets[rows])
@@ -192,7 +160,7 @@ class NameClassifier(pl.LightningModule):
 
     def on_test_epoch_end(self) -> None:
         self._log_class_f1("test")
-        if self.net.known is not None:
+        if self.known_names is not None:
             for subset, suffix in ((self.test_found, "in_pretrain"), (self.test_not_found, "not_in_pretrain")):
                 for key, value in subset.compute().items():
                     self.log(f"test/{key}_{suffix}", value, sync_dist=True)
@@ -250,19 +218,26 @@ class NameClassifier(pl.LightningModule):
         else:
             super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
+    @property
+    def known_names(self) -> Any:
+        """The known-name table of a fine-tuned model, or None."""
+        return None if self.net.transfer is None else self.net.transfer.known
+
     def configure_optimizers(self) -> dict:
-        factory = self.optimizer_factory or torch.optim.AdamW
-        scale = self.hparams.get("pretrained_lr_scale", 1.0)
-        if self.hparams.get("init_from") and scale != 1.0:  # pretrained layers move more slowly than new ones
-            pretrained = {id(p) for m in (self.net.embedding, self.net.cell, self.net.source_head,
-                                          self.net.source_ngram) if m is not None for p in m.parameters()}
+        settings = self.config
+        factory = instantiate(settings.optimizer) if settings.optimizer else torch.optim.AdamW
+        scale = settings.pretrained_lr_scale
+        if settings.init_from and scale != 1.0:  # pretrained layers move more slowly than new ones
+            modules = [self.net.embedding, self.net.cell,
+                       *(self.net.transfer.pretrained_modules() if self.net.transfer is not None else [])]
+            pretrained = {id(p) for m in modules if m is not None for p in m.parameters()}
             base_lr = getattr(factory, "keywords", {}).get("lr", 1e-3)
             params = [{"params": [p for p in self.parameters() if id(p) not in pretrained]},
                       {"params": [p for p in self.parameters() if id(p) in pretrained], "lr": base_lr * scale}]
         else:
             params = self.parameters()
         optimizer = factory(params=params)
-        if self.scheduler_factory is None:
+        if not settings.scheduler:
             return {"optimizer": optimizer}
-        scheduler = self.scheduler_factory(optimizer=optimizer)
+        scheduler = instantiate(settings.scheduler)(optimizer=optimizer)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "epoch"}}

@@ -44,9 +44,6 @@ class NgramHead(nn.Module):
 
     def __init__(self, vocab_size: int, num_classes: int, buckets: int, max_n: int):
         super().__init__()
-        if buckets < 1 or max_n < 1:
-            raise ValueError(f"ngram_buckets={buckets} and ngram_max={max_n} must be positive (ngram_buckets=0 "
-                             "turns the n-gram head off)")
         self.vocab_size, self.buckets, self.max_n = vocab_size, buckets, max_n
         self.weight = nn.Parameter(torch.zeros(buckets, num_classes))  # starts silent: the RNN leads at first
 

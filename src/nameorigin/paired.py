@@ -15,8 +15,9 @@ from pathlib import Path
 import torch
 
 from nameorigin.baseline import fit_ngram_baseline
+from nameorigin.errors import UserError
 from nameorigin.evaluate import checkpoint_splits, evaluate
-from nameorigin.predict import BATCH_SIZE, PredictError, Predictor
+from nameorigin.predict import BATCH_SIZE, Predictor
 from nameorigin.refit import TRAINED_ON, is_refit
 
 
@@ -57,7 +58,7 @@ def compare_with_baseline(predictor: Predictor, root: str | Path, batch_size: in
     try:
         import sklearn  # noqa: F401  (the optional [bench] extra)
     except ImportError:
-        raise PredictError("--baseline needs scikit-learn: pip install -e '.[bench]'") from None
+        raise UserError("--baseline needs scikit-learn: pip install -e '.[bench]'") from None
     splits = checkpoint_splits(predictor, root)
     ours = ours or evaluate(predictor, root, batch_size)
     baseline = fit_ngram_baseline(splits, refit=is_refit(predictor.data_settings))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import warnings
@@ -17,12 +18,13 @@ from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from nameorigin import refit, transfer
 from nameorigin.calibration import TEMPERATURE_RANGE, calibrate
-from nameorigin.calibration import check_settings as check_calibration
 from nameorigin.card import write_model_card
 from nameorigin.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
+from nameorigin.config import ModelConfig, check_run, shape_fields
 from nameorigin.dashboard import log_calibration
-from nameorigin.data import DataError
-from nameorigin.predict import MODEL_ARGS, PredictError, load_checkpoint
+from nameorigin.errors import UserError
+from nameorigin.module import NameClassifier
+from nameorigin.predict import load_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -36,38 +38,33 @@ class NoAdverts(logging.Filter):
 
 logging.getLogger("pytorch_lightning.utilities.rank_zero").addFilter(NoAdverts())
 
-# What shapes the weights: a resumed run must be built exactly as the checkpoint was.
-RESUME_MUST_MATCH = (*MODEL_ARGS, "ngram_buckets", "ngram_max")
-# On/off settings, which a value other than true or false would turn on.
-SWITCHES = ("test", "calibration.enabled", "refit.enabled", "card.enabled", "data.download", "model.soft_targets",
-            "model.transfer_features")
 # Lightning 2.6 builds torch pytree LeafSpecs, which torch 2.13 deprecates: a line on every run that users can do
 # nothing about. Only that message is silenced.
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
 
 
-class ConfigError(ValueError):
-    """An invalid setting; train.py turns it into one line and exit code 2."""
-
-
 def build(cfg: DictConfig, group: str, **kwargs: Any) -> Any:
-    """Instantiate one config group, turning a constructor's ValueError into a ConfigError naming the group."""
+    """Instantiate one config group; a constructor's refusal becomes a UserError naming the group."""
     try:
         return instantiate(cfg[group], **kwargs)
     except InstantiationException as error:
-        cause = error.__cause__
-        if isinstance(cause, DataError):
-            raise cause from None
-        unknown = re.match(r"Error locating target '([^']*)'.*\nfull_key: (\S+)", str(error), re.DOTALL)
-        if unknown:  # a misspelled _target_: Hydra's own message is three lines and a hint about HYDRA_FULL_ERROR
-            target, key = unknown.groups()
-            raise ConfigError(f"{key}._target_={target} cannot be imported: give the dotted path "
-                              "of an importable class, e.g. torch.optim.AdamW for an optimizer") from None
-        # MisconfigurationException: Lightning's refusals; ModuleNotFoundError: an accelerator or logger whose
-        # package is missing (trainer.accelerator=tpu needs torch_xla).
-        if isinstance(cause, ValueError | TypeError | MisconfigurationException | ModuleNotFoundError):
-            raise ConfigError(f"{group}: {cause}") from None
-        raise
+        raise instantiation_error(error, group) from None
+
+
+def instantiation_error(error: InstantiationException, group: str) -> Exception:
+    cause = error.__cause__
+    if isinstance(cause, UserError):
+        return cause
+    unknown = re.match(r"Error locating target '([^']*)'(?:.*\nfull_key: (\S+))?", str(error), re.DOTALL)
+    if unknown:  # a misspelled _target_: Hydra's own message is three lines and a hint about HYDRA_FULL_ERROR
+        target, key = unknown.groups()
+        return UserError(f"{key or group}._target_={target} cannot be imported: give the dotted path of an "
+                         "importable class, e.g. torch.optim.AdamW for an optimizer")
+    # MisconfigurationException: Lightning's refusals; ModuleNotFoundError: an accelerator or logger whose
+    # package is missing (trainer.accelerator=tpu needs torch_xla).
+    if isinstance(cause, ValueError | TypeError | MisconfigurationException | ModuleNotFoundError):
+        return UserError(f"{group}: {cause}")
+    return error
 
 
 def instantiate_all(group_cfg: DictConfig | None, group: str) -> list[Any]:
@@ -85,90 +82,54 @@ def find_last_checkpoint(log_dir: str | Path, exclude: str | Path | None = None)
     found = [p for p in Path(log_dir).glob("**/checkpoints/last.ckpt")
              if skip is None or skip not in p.resolve().parents]
     if not found:
-        raise ConfigError(f"ckpt_path=last but no last.ckpt under {log_dir}: train first or pass ckpt_path=<file>")
+        raise UserError(f"ckpt_path=last but no last.ckpt under {log_dir}: train first or pass ckpt_path=<file>")
     return max(found, key=lambda p: p.stat().st_mtime)
 
 
-def resolve_checkpoint(cfg: DictConfig) -> tuple[str | None, dict]:
+def resolve_checkpoint(cfg: DictConfig, model: ModelConfig) -> tuple[str | None, dict]:
     """The checkpoint to resume (path, its contents read weights-only), or (None, {}) for a fresh run."""
     if cfg.get("ckpt_path") in (None, ""):
         return None, {}
-    if cfg.ckpt_path == "last":
-        path = find_last_checkpoint(cfg.paths.log_dir, exclude=cfg.paths.output_dir)
-    elif not Path(cfg.ckpt_path).is_file():
-        state = "is a folder" if Path(cfg.ckpt_path).is_dir() else "does not exist"
-        raise ConfigError(f"ckpt_path={cfg.ckpt_path} {state}: pass an existing .ckpt or ckpt_path=last")
-    else:
-        path = Path(cfg.ckpt_path)
-    try:  # a broken or foreign file is one line here, not a traceback from inside Lightning
-        checkpoint = load_checkpoint(path)
-    except PredictError as error:
-        raise ConfigError(f"ckpt_path: {error}") from None
+    path = find_last_checkpoint(cfg.paths.log_dir, exclude=cfg.paths.output_dir) if cfg.ckpt_path == "last" \
+        else Path(cfg.ckpt_path)
+    checkpoint = load_checkpoint(path, setting="ckpt_path")
     if refit.is_refit(checkpoint.get("NamesDataModule")):  # finished, and it has seen the validation names
-        raise ConfigError(f"ckpt_path={path} is a refit model (trained on train + validation), not a training state: "
-                          "resume from the run's last.ckpt or ckpt_path=last")
-    trained_with = checkpoint["hyper_parameters"]
-    wrong = [f"model.{key}={cfg.model.get(key)} (checkpoint: {trained_with.get(key)})" for key in RESUME_MUST_MATCH
-             if key in cfg.model and trained_with.get(key) != cfg.model.get(key)]
+        raise UserError(f"ckpt_path={path} is a refit model (trained on train + validation), not a training state: "
+                        "resume from the run's last.ckpt or ckpt_path=last")
+    trained_with = checkpoint["hyper_parameters"]["config"]
+    wrong = [f"model.{key}={getattr(model, key)} (checkpoint: {trained_with.get(key)})"
+             for key in shape_fields(model) if trained_with.get(key) != getattr(model, key)]
     if wrong:
-        raise ConfigError(f"ckpt_path={path} cannot resume this model: {', '.join(wrong)}; "
-                          "resume with the checkpoint's model settings")
+        raise UserError(f"ckpt_path={path} cannot resume this model: {', '.join(wrong)}; "
+                        "resume with the checkpoint's model settings")
     return str(path), checkpoint
 
 
-def check_settings(cfg: DictConfig) -> None:
-    """Settings that would fail only after training (or never, silently), refused before anything runs."""
-    for key in SWITCHES:  # `test=no` is the string "no" to Hydra: truthy, the opposite of what was meant
-        value = OmegaConf.select(cfg, key)
-        if value is not None and not isinstance(value, bool):
-            raise ConfigError(f"{key}={value!r} must be true or false")
-    for key, value in {"seed": cfg.get("seed"), "trainer.max_epochs": cfg.trainer.get("max_epochs")}.items():
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ConfigError(f"{key}={value!r} must be a whole number")
-    if cfg.get("seed") is not None and not 0 <= cfg.seed < 2**32:  # numpy's range, which seed_everything enforces
-        raise ConfigError(f"seed={cfg.seed} must be between 0 and 2**32 - 1")
-    epochs = cfg.trainer.get("max_epochs")
-    if epochs is not None and epochs != -1 and epochs < 1:  # -1 is Lightning's "no limit"
-        raise ConfigError(f"trainer.max_epochs={epochs} trains nothing: pass a positive number of epochs")
-    if cfg.get("task_name") == "finetune" and not cfg.model.get("init_from"):
-        raise ConfigError("model.init_from is missing: pass model.init_from=<best.ckpt of "
-                          "experiment=surnames_pretrain>")
-    if cfg.model.get("known_names_cache") and not cfg.model.get("init_from"):
-        raise ConfigError(f"model.known_names_cache={cfg.model.known_names_cache} is part of fine-tuning: use it "
-                          "with model.init_from (experiment=finetune), or set model.known_names_cache=null")
-    if (cfg.get("refit") or {}).get("enabled") and str(cfg.data.get("_target_", "")).endswith("SurnamesDataModule"):
-        raise ConfigError("refit.enabled=true is for the names corpus: the surnames pretraining has no refit; pass "
-                          "refit.enabled=false")
-    precision, clip = str(cfg.trainer.get("precision")), cfg.trainer.get("gradient_clip_val")
-    if precision.startswith("16") and clip and (cfg.model.get("optimizer") or {}).get("fused"):
-        # float16's loss scaler unscales inside a fused step, after Lightning would have clipped: it refuses mid-run
-        raise ConfigError(f"model.optimizer.fused=true cannot clip gradients (trainer.gradient_clip_val={clip}) "
-                          f"under trainer.precision={precision}: pass model.optimizer.fused=false or "
-                          "trainer.precision=bf16-mixed")
-    settings = cfg.get("calibration")
-    if settings and settings.get("enabled"):
-        try:
-            check_calibration(settings.get("coverages"), settings.get("bins"))
-        except ValueError as error:
-            raise ConfigError(str(error)) from None
+def typed_settings(cfg: DictConfig) -> ModelConfig:
+    """Every group with a schema turned into its dataclass, which checks its ranges and rules (__post_init__),
+    and the rules across groups: all before anything is built or read. Returns the model's config."""
+    for group in ("data", "calibration", "refit", "card"):
+        OmegaConf.to_object(cfg[group])
+    check_run(cfg)
+    return OmegaConf.to_object(cfg.model)
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Train, then test the best checkpoint. Returns the final metrics (callback_metrics as floats)."""
-    check_settings(cfg)
+    model_config = typed_settings(cfg)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    ckpt_path, resumed = resolve_checkpoint(cfg)
+    ckpt_path, resumed = resolve_checkpoint(cfg, model_config)
     datamodule = build(cfg, "data")
-    pretrained = transfer.load_pretrained(cfg.model.init_from, cfg.model) if cfg.model.get("init_from") else None
+    pretrained = transfer.load_pretrained(model_config.init_from, model_config) if model_config.init_from else None
     if pretrained is not None:  # fine-tuning keeps the pretrained vocabulary
         datamodule.fixed_vocab = pretrained["hyper_parameters"]["vocab"]
     datamodule.prepare_data()
     datamodule.setup("fit")
     if pretrained is not None:
-        transfer.check_held_out(cfg.model.init_from, pretrained, datamodule)
+        transfer.check_held_out(model_config.init_from, pretrained, datamodule)
     if ckpt_path is not None:  # before the model is built from this corpus' vocabulary
         datamodule.load_state_dict(resumed.get(type(datamodule).__name__, {}))
-    model = build_model(cfg, datamodule, pretrained)
+    model = build_model(cfg, model_config, datamodule, pretrained)
     callbacks = instantiate_all(cfg.get("callbacks"), "callbacks")
     loggers = instantiate_all(cfg.get("logger"), "logger")
     trainer: pl.Trainer = build(cfg, "trainer", callbacks=[*callbacks, RNGState()], logger=loggers or False,
@@ -183,35 +144,35 @@ def train(cfg: DictConfig) -> dict[str, float]:
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
-    settings, summary = cfg.get("calibration"), None
-    if best and settings and settings.get("enabled"):
+    settings, summary = cfg.calibration, None
+    if best and settings.enabled:
         if trainer.is_global_zero:
             summary = calibrate_checkpoint(model, datamodule, best, settings, loggers)
         trainer.strategy.barrier()  # every rank tests the calibrated checkpoint
     final = best
-    if best and cfg.get("refit", {}).get("enabled"):
+    if best and cfg.refit.enabled:
         if trainer.world_size > 1:
             log.warning("refit skipped: it runs on one device; the model is best.ckpt, trained on train alone")
         else:
-            final = refit_model(cfg, datamodule, pretrained, summary, loggers)
-    if cfg.get("test"):
+            final = refit_model(cfg, model_config, datamodule, pretrained, summary, loggers)
+    if cfg.test:
         trainer.test(model, datamodule=datamodule, ckpt_path=final, verbose=False)
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
     metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
     if trainer.is_global_zero:
-        if final and cfg.get("card", {}).get("enabled"):
+        if final and cfg.card.enabled:
             write_model_card(output_dir, final, metrics)
         report(metrics, output_dir)
     return metrics
 
 
-def refit_model(cfg: DictConfig, datamodule: pl.LightningDataModule, pretrained: dict | None,
-                calibration: dict | None, loggers: list) -> str:
+def refit_model(cfg: DictConfig, model_config: ModelConfig, datamodule: pl.LightningDataModule,
+                pretrained: dict | None, calibration: dict | None, loggers: list) -> str:
     """nameorigin.refit: a fresh model, same settings and seed, trained on train + validation; returns the path of
     checkpoints/refit.ckpt, which carries best.ckpt's calibration."""
     datamodule.add_validation_to_training()
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    model = build_model(cfg, datamodule, pretrained)
+    model = build_model(cfg, model_config, datamodule, pretrained)
     callbacks = refit.training_callbacks(instantiate_all(cfg.get("callbacks"), "callbacks"))
     trainer: pl.Trainer = build(cfg, "trainer", callbacks=callbacks, logger=refit.refit_loggers(loggers) or False,
                                 plugins=[AtomicCheckpointIO()], **refit.TRAINER_OVERRIDES)
@@ -225,21 +186,17 @@ def refit_model(cfg: DictConfig, datamodule: pl.LightningDataModule, pretrained:
     return str(path)
 
 
-def build_model(cfg: DictConfig, datamodule: pl.LightningDataModule, pretrained: dict | None) -> pl.LightningModule:
+def build_model(cfg: DictConfig, config: ModelConfig, datamodule: pl.LightningDataModule,
+                pretrained: dict | None) -> NameClassifier:
     """The model config plus what the data decides (vocabulary, labels, prior, weights) and, when fine-tuning,
     what the pretrained checkpoint brings (loaded into the new model here)."""
-    weights = cfg.model.get("class_weights")
-    extra = {"class_weights": datamodule.class_weights(weights)} if isinstance(weights, str) else {}
-    if getattr(datamodule, "label_names", None):
-        extra["label_names"] = datamodule.label_names
-    table = None
+    if isinstance(config.class_weights, str):
+        config = dataclasses.replace(config, class_weights=datamodule.class_weights(config.class_weights))
+    shape, table = transfer.model_arguments(pretrained, config) if pretrained is not None else (None, None)
+    model = NameClassifier(config, datamodule.vocab, datamodule.labels, datamodule.class_prior(),
+                           getattr(datamodule, "label_names", None), shape)
     if pretrained is not None:
-        arguments, table = transfer.model_arguments(pretrained, cfg.model)
-        extra.update(arguments)
-    model = build(cfg, "model", vocab=datamodule.vocab, labels=datamodule.labels,
-                  class_prior=datamodule.class_prior(), **extra)
-    if pretrained is not None:
-        log.info("fine-tuning from %s: loaded %s", cfg.model.init_from,
+        log.info("fine-tuning from %s: loaded %s", config.init_from,
                  ", ".join(transfer.initialize(model.net, pretrained, table)))
     try:  # built once now, so a bad optimizer or scheduler setting is one line before training, not mid-fit
         scheduler = model.configure_optimizers().get("lr_scheduler", {}).get("scheduler")
@@ -247,9 +204,11 @@ def build_model(cfg: DictConfig, datamodule: pl.LightningDataModule, pretrained:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "scheduler.step() before optimizer.step()": a throwaway optimizer
                 scheduler.step()
+    except InstantiationException as error:
+        raise instantiation_error(error, "model.optimizer") from None
     except (ValueError, TypeError, ZeroDivisionError) as error:
         named = text_where_number(cfg) if isinstance(error, TypeError) and "'str'" in str(error) else None
-        raise ConfigError(named or f"model.optimizer / model.scheduler: {error}") from None
+        raise UserError(named or f"model.optimizer / model.scheduler: {error}") from None
     return model
 
 

@@ -16,21 +16,16 @@ from pathlib import Path
 import torch
 
 from nameorigin.calibration import level_key, prediction_sets
+from nameorigin.config import ModelConfig, TransferShape, from_plain
+from nameorigin.errors import UserError
 from nameorigin.export import ExportedNet
-from nameorigin.model import CharRNN
+from nameorigin.model import CharRNN, build_net
 from nameorigin.textnorm import UNK, normalize_name
 
 MAX_NAME_LENGTH = 64  # longer input is not a name (the corpus' longest has 20 characters): it is explained, not cut
-MODEL_ARGS = ("cell", "hidden_size", "embedding_dim")
-# Absent from checkpoints written before them:
-OPTIONAL_MODEL_ARGS = {"ngram_buckets": 0, "ngram_max": 4, "source_classes": 0, "source_ngram_buckets": 0,
-                       "known_names": 0, "known_countries": 0, "evidence_hidden": 0}
 EXPORTED_SUFFIXES = (".pt2", ".onnx")
 BATCH_SIZE = 1024  # names per forward pass: the fastest of 512/1024/2048 here (GRU 256, 2 CPU threads)
 
-
-class PredictError(ValueError):
-    """A problem with the checkpoint or the request; scripts turn it into one line and exit code 2."""
 
 
 @dataclass(slots=True)
@@ -54,29 +49,44 @@ class Prediction:
         return result
 
 
-def load_checkpoint(path: str | Path) -> dict:
-    """torch.load with weights_only=True: a checkpoint whose pickle would run code is refused, never executed."""
+def load_checkpoint(path: str | Path, setting: str = "checkpoint") -> dict:
+    """torch.load with weights_only=True: a checkpoint whose pickle would run code is refused, never executed.
+    `setting` names where the path came from (model.init_from, ckpt_path) in the error."""
     path = Path(path)
     if not path.is_file():
         state = "is a folder" if path.is_dir() else "does not exist"
-        raise PredictError(f"checkpoint {path} {state}: pass the path of a .ckpt file")
+        raise UserError(f"{setting} {path} {state}: pass the path of a .ckpt file")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
         if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; this is some other file
-            raise PredictError(f"checkpoint {path} is not a readable torch checkpoint (not a torch.save archive): "
-                               "use a .ckpt written by train.py") from None
+            raise UserError(f"{setting} {path} is not a readable torch checkpoint (not a torch.save archive): "
+                            "use a .ckpt written by train.py") from None
         reason = str(error).splitlines()[0] if str(error) else "unsafe content"
-        raise PredictError(f"checkpoint {path} was refused by weights-only loading ({reason[:160]}): "
-                           "it may run code; load only checkpoints you trained") from None
+        raise UserError(f"{setting} {path} was refused by weights-only loading ({reason[:160]}): "
+                        "it may run code; load only checkpoints you trained") from None
     except Exception as error:  # weights-only unpickling never runs code; anything else means a broken file
-        raise PredictError(f"checkpoint {path} is not a readable torch checkpoint "
-                           f"({type(error).__name__}): it may be truncated; use another .ckpt") from None
+        raise UserError(f"{setting} {path} is not a readable torch checkpoint "
+                        f"({type(error).__name__}): it may be truncated; use another .ckpt") from None
     hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
-    if not isinstance(hparams, dict) or not {"vocab", "labels", *MODEL_ARGS} <= hparams.keys():
-        raise PredictError(f"checkpoint {path} is not a nameorigin checkpoint (no vocab/labels/model args): "
-                           "pass one written by train.py")
+    if isinstance(hparams, dict) and "cell" in hparams and "config" not in hparams:
+        raise UserError(f"{setting} {path} predates nameorigin's typed model config (its settings are not stored "
+                        "as one config): retrain it with this version")
+    if not isinstance(hparams, dict) or not {"vocab", "labels", "config"} <= hparams.keys():
+        raise UserError(f"{setting} {path} is not a nameorigin checkpoint (no vocab/labels/model config): "
+                        "pass one written by train.py")
     return checkpoint
+
+
+def net_from_checkpoint(checkpoint: dict) -> CharRNN:
+    """The network a checkpoint describes, with its weights."""
+    hp = checkpoint["hyper_parameters"]
+    transfer = TransferShape(**hp["transfer"]) if hp.get("transfer") else None
+    net = build_net(from_plain(ModelConfig, hp["config"]), len(hp["vocab"]), len(hp["labels"]), transfer)
+    prefix = "net."
+    net.load_state_dict({k[len(prefix):]: v for k, v in checkpoint.get("state_dict", {}).items()
+                         if k.startswith(prefix)})
+    return net
 
 
 class Predictor:
@@ -102,16 +112,12 @@ class Predictor:
     def from_checkpoint(cls, path: str | Path, device: str = "cpu", calibrated: bool = True) -> Predictor:
         checkpoint = load_checkpoint(path)
         hp = checkpoint["hyper_parameters"]
-        net = CharRNN(len(hp["vocab"]), len(hp["labels"]), **{k: hp[k] for k in MODEL_ARGS},
-                      **{k: hp.get(k, default) for k, default in OPTIONAL_MODEL_ARGS.items()})
-        prefix = "net."
-        state = {k[len(prefix):]: v for k, v in checkpoint.get("state_dict", {}).items() if k.startswith(prefix)}
         try:
-            net.load_state_dict(state)
-        except RuntimeError:
-            raise PredictError(f"checkpoint {path} does not match its own model settings: it is damaged or "
-                               "from another version; retrain or pick another .ckpt") from None
-        return cls(net, hp["vocab"], hp["labels"], hp.get("normalize", "ascii"), device,
+            net = net_from_checkpoint(checkpoint)
+        except (RuntimeError, TypeError):
+            raise UserError(f"checkpoint {path} does not match its own model settings: it is damaged or "
+                            "from another version; retrain or pick another .ckpt") from None
+        return cls(net, hp["vocab"], hp["labels"], hp["config"]["normalize"], device,
                    checkpoint.get("NamesDataModule"), checkpoint.get("calibration"), calibrated, hp.get("label_names"),
                    checkpoint.get("model_card"))
 
@@ -123,9 +129,9 @@ class Predictor:
         try:
             net = ExportedNet(path)
         except ImportError as error:
-            raise PredictError(f"reading {path.name} needs {error.name}: pip install -e '.[export]'") from None
+            raise UserError(f"reading {path.name} needs {error.name}: pip install -e '.[export]'") from None
         except Exception as error:  # a damaged or foreign file, whatever the runtime raises for it
-            raise PredictError(f"exported model {path} could not be read ({type(error).__name__}): "
+            raise UserError(f"exported model {path} could not be read ({type(error).__name__}): "
                                "export it again") from None
         return cls(net, meta["vocab"], meta["labels"], meta.get("normalize", "ascii"), "cpu", meta.get("data_settings"),
                    meta.get("calibration"), calibrated, meta.get("label_names"), meta.get("model_card"))
@@ -140,13 +146,13 @@ class Predictor:
     def set_threshold(self, coverage: float) -> float:
         """The conformal threshold stored for this coverage level; a clear error for any other level."""
         if self.undo_temperature != 1.0:
-            raise PredictError("--coverage sets are fitted on the calibrated probabilities: drop --uncalibrated")
+            raise UserError("--coverage sets are fitted on the calibrated probabilities: drop --uncalibrated")
         levels = self.calibration.get("conformal", {})
         if not levels:
-            raise PredictError(f"--coverage {coverage:g}: this model stores no prediction-set levels (it was trained "
+            raise UserError(f"--coverage {coverage:g}: this model stores no prediction-set levels (it was trained "
                                "with calibration.enabled=false); drop --coverage")
         if level_key(coverage) not in levels:
-            raise PredictError(f"--coverage {coverage:g} is not a level stored in this model: choose one of "
+            raise UserError(f"--coverage {coverage:g} is not a level stored in this model: choose one of "
                                f"{', '.join(levels)}")
         return float(levels[level_key(coverage)])
 
@@ -183,7 +189,7 @@ class Predictor:
                 coverage: float | None = None) -> list[Prediction]:
         """Top-k languages per name and, with `coverage`, the conformal prediction set at that level."""
         if top_k < 1:
-            raise PredictError(f"--top-k {top_k} must be at least 1")
+            raise UserError(f"--top-k {top_k} must be at least 1")
         threshold = None if coverage is None else self.set_threshold(coverage)
         names = list(names)
         encoded = [self.encode(name) for name in names]
@@ -216,11 +222,11 @@ def read_sidecar(path: str | Path) -> dict:
     path = Path(path)
     sidecar = path.with_suffix(".json")
     if not path.is_file() or not sidecar.is_file():
-        raise PredictError(f"exported model {path} or its sidecar {sidecar.name} is missing: run scripts/export.py")
+        raise UserError(f"exported model {path} or its sidecar {sidecar.name} is missing: run scripts/export.py")
     try:
         return json.loads(sidecar.read_text())
     except (ValueError, OSError) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise PredictError(f"exported model {path} could not be read ({type(error).__name__}): "
+        raise UserError(f"exported model {path} could not be read ({type(error).__name__}): "
                            "export it again") from None
 
 
@@ -228,9 +234,9 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise PredictError(f"--device {device}: use cpu, cuda or auto")
+        raise UserError(f"--device {device}: use cpu, cuda or auto")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise PredictError(f"--device {device} but no CUDA device is available: use --device cpu")
+        raise UserError(f"--device {device} but no CUDA device is available: use --device cpu")
     return device
 
 
@@ -238,7 +244,7 @@ def newest_checkpoint(outputs: str | Path = "outputs", name: str = "best.ckpt") 
     """The newest run's model: its refit.ckpt (nameorigin.refit) when it has one, else its best.ckpt."""
     found = list(Path(outputs).glob(f"**/checkpoints/{name}"))
     if not found:
-        raise PredictError(f"no {name} under {outputs}/: train first or pass a checkpoint path")
+        raise UserError(f"no {name} under {outputs}/: train first or pass a checkpoint path")
     newest = max(found, key=lambda p: p.stat().st_mtime)
     refit = newest.with_name("refit.ckpt")
     return refit if name == "best.ckpt" and refit.is_file() else newest

@@ -22,14 +22,17 @@ import string
 import unicodedata
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from nameorigin.atomic import write_atomically
-from nameorigin.batching import BucketedDataModule, EncodedRows, check_loader_settings, check_split_fractions
+from nameorigin.batching import BucketedDataModule, EncodedRows
+from nameorigin.config import SurnamesDataConfig
 from nameorigin.data import split_by_name
-from nameorigin.textnorm import PAD, UNK, DataError
+from nameorigin.errors import UserError
+from nameorigin.textnorm import PAD, UNK
 
 TOP = 10  # names-dataset keeps at most 10 countries per name
 NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z '.\-]*\Z")
@@ -42,11 +45,11 @@ def package_pickle() -> Path:
     """The last-names pickle inside the installed names-dataset package: the only pickle this project opens."""
     spec = importlib.util.find_spec("names_dataset")
     if spec is None or not spec.submodule_search_locations:
-        raise DataError("the surnames corpus needs the names-dataset package: pip install -e '.[surnames]' "
+        raise UserError("the surnames corpus needs the names-dataset package: pip install -e '.[surnames]' "
                         "(or run make pretrain)")
     path = Path(next(iter(spec.submodule_search_locations))) / "v3" / "last_names.pkl.gz"
     if not path.is_file():
-        raise DataError(f"names-dataset is installed but {path} is missing: reinstall names-dataset==3.3.1")
+        raise UserError(f"names-dataset is installed but {path} is missing: reinstall names-dataset==3.3.1")
     return path
 
 
@@ -123,18 +126,18 @@ def sha256(path: Path) -> str:
 class Surnames:
     """The cached corpus: names, their top countries and shares, as arrays."""
 
-    def __init__(self, cache: str | Path, convert_if_missing: bool = True):
+    def __init__(self, cache: str | Path, convert_if_missing: bool = True, setting: str = "data.cache"):
         cache = Path(cache)
         meta_path, npz = cache / "last_names.json", cache / "last_names.npz"
         if not meta_path.is_file():
             if not convert_if_missing:
-                raise DataError(f"{meta_path} does not exist: run python train.py experiment=surnames_pretrain "
-                                "once, which converts the names-dataset corpus")
+                raise UserError(f"{setting}: {meta_path} does not exist: run python train.py "
+                                "experiment=surnames_pretrain once, which converts the names-dataset corpus")
             convert(cache)
         self.meta = json.loads(meta_path.read_text())
         if not npz.is_file() or sha256(npz) != self.meta["sha256"]:
-            raise DataError(f"{npz} is missing or does not match its sha256 in {meta_path.name}: delete both files "
-                            "and run again to convert anew")
+            raise UserError(f"{setting}: {npz} is missing or does not match its sha256 in {meta_path.name}: "
+                            "delete both files and run again to convert anew")
         with np.load(npz, allow_pickle=False) as arrays:
             self.names = arrays["blob"].tobytes().decode("ascii").split("\n")
             self.top_index = torch.from_numpy(arrays["top_index"].astype(np.int64))
@@ -174,21 +177,15 @@ class EncodedSurnames(EncodedRows):
 class SurnamesDataModule(BucketedDataModule):
     """Surnames -> country shares, split by name string and stratified by each name's most common country."""
 
-    def __init__(self, cache: str = "data/surnames", split_fractions: tuple[float, ...] = (0.98, 0.01, 0.01),
-                 split_seed: int = 0, batch_size: int = 512, limit: int = 0, num_workers: int = 0,
-                 normalize: str = "ascii"):
+    def __init__(self, **settings: Any):
         super().__init__()
-        check_loader_settings(batch_size, num_workers, split_seed=split_seed, limit=limit)
-        if normalize != "ascii":
-            raise DataError(f"data.normalize={normalize!r}: the surnames cache is folded to ASCII; use ascii")
-        if limit < 0:
-            raise DataError(f"data.limit={limit} must be >= 0 (0 means every name, > 0 a sample of that many)")
-        if Path(cache).exists() and not Path(cache).is_dir():  # found now, not after minutes of conversion
-            raise DataError(f"data.cache={cache} is a file: pass a folder for the converted names (default "
+        self.config = config = SurnamesDataConfig(**settings)
+        if Path(config.cache).exists() and not Path(config.cache).is_dir():  # now, not after minutes of conversion
+            raise UserError(f"data.cache={config.cache} is a file: pass a folder for the converted names (default "
                             "data/surnames)")
-        self.cache, self.split_seed = Path(cache), int(split_seed)
-        self.split_fractions = check_split_fractions(split_fractions)
-        self.batch_size, self.limit, self.num_workers = int(batch_size), int(limit), int(num_workers)
+        self.cache, self.split_seed = Path(config.cache), config.split_seed
+        self.split_fractions = config.split_fractions
+        self.batch_size, self.limit, self.num_workers = config.batch_size, config.limit, config.num_workers
         self.vocab, self.splits = list(VOCAB), {}
 
     def prepare_data(self) -> None:

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from nameorigin.predict import BATCH_SIZE, PredictError, Prediction, Predictor
+from nameorigin.errors import UserError
+from nameorigin.predict import BATCH_SIZE, Prediction, Predictor
 
 CHUNK_ROWS = 4096  # rows read, predicted and written at a time: memory stays flat whatever the file size
 # What spreadsheets, pandas and databases write for an empty cell: a missing value, not a name.
@@ -61,9 +62,9 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: Te
             rows = read_rows(stream, separator)
             header = next(rows, None)
             if not header:
-                raise PredictError(f"--file {source} has no header row: the first line must name the columns")
+                raise UserError(f"--file {source} has no header row: the first line must name the columns")
             if column not in header:
-                raise PredictError(f"--column {column!r} is not in the header of {source}: choose one of "
+                raise UserError(f"--column {column!r} is not in the header of {source}: choose one of "
                                    f"{', '.join(map(repr, header))}")
             index, width = header.index(column), len(header)
             writer = csv.writer(out, delimiter=separator, lineterminator="\n")
@@ -80,11 +81,11 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: Te
                     writer.writerow([*row, *prediction_cells(answer, top_k, coverage)])
                 written += len(chunk)
     except FileNotFoundError:
-        raise PredictError(f"--file {source} does not exist: pass an existing CSV or TSV file") from None
+        raise UserError(f"--file {source} does not exist: pass an existing CSV or TSV file") from None
     except (IsADirectoryError, PermissionError) as error:  # not OSError: a closed stdout must reach the caller
-        raise PredictError(f"--file {source} cannot be read ({error.strerror}): pass a CSV or TSV file") from None
+        raise UserError(f"--file {source} cannot be read ({error.strerror}): pass a CSV or TSV file") from None
     except UnicodeDecodeError as error:
-        raise PredictError(f"--file {source} is not UTF-8 ({error.reason}): re-save it as UTF-8") from None
+        raise UserError(f"--file {source} is not UTF-8 ({error.reason}): re-save it as UTF-8") from None
     except csv.Error as error:
-        raise PredictError(f"--file {source} is not a readable table ({error}): check its quoting") from None
+        raise UserError(f"--file {source} is not a readable table ({error}): check its quoting") from None
     return written

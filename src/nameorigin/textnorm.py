@@ -5,18 +5,17 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
+from nameorigin.errors import UserError
+
 PAD, UNK = "<pad>", "<unk>"
 NORMALIZERS = ("ascii", "none")
 
-
-class DataError(ValueError):
-    """A problem with the user's data or data settings; train.py turns it into one line and exit code 2."""
 
 
 def normalize_name(name: str, mode: str = "ascii") -> str:
     """Strip surrounding white space; with "ascii", drop accents (NFD minus combining marks) and non-ASCII."""
     if mode not in NORMALIZERS:
-        raise DataError(f"data.normalize={mode!r} is not one of {', '.join(NORMALIZERS)}")
+        raise UserError(f"data.normalize={mode!r} is not one of {', '.join(NORMALIZERS)}")
     if name.isascii():  # the common case; NFC/NFD cannot change pure ASCII
         return name.strip()
     name = unicodedata.normalize("NFC", name.strip().lstrip("\ufeff").strip())

@@ -1,0 +1,313 @@
+"""The typed schema of every config group, stated once.
+
+Each dataclass is registered in Hydra's ConfigStore, and the group's YAML files are defaults over it
+(`defaults: [<schema>, _self_]`). So OmegaConf refuses an unknown key, a wrong type or a choice outside an Enum
+when the config is composed, and `__post_init__` checks ranges and rules across fields when the typed config is
+turned into objects (`OmegaConf.to_object`, or a constructor building its own config), before anything is built
+or read.
+
+Fields that shape the model's weights carry `metadata={"shapes": ...}`: "encoder" for what fine-tuning carries
+over (the embedding and the cell), "head" for the rest. The resume check and the fine-tuning check read those
+marks instead of lists of names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+
+from nameorigin.errors import UserError
+
+
+class Choice(str, Enum):
+    """An Enum whose members are the plain words of the YAML: they compare, hash and print as those strings."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Cell(Choice):
+    rnn = "rnn"
+    gru = "gru"
+    lstm = "lstm"
+
+
+class Impl(Choice):
+    autograd = "autograd"  # the plain loop: the reference
+    bptt = "bptt"  # the hand-written backward through time (nameorigin.bptt)
+
+
+class Normalize(Choice):
+    ascii = "ascii"  # NFD, accents and other non-ASCII characters dropped
+    none = "none"  # characters as written
+
+
+ENCODER, HEAD = {"shapes": "encoder"}, {"shapes": "head"}
+CORPUS_URL = "https://download.pytorch.org/tutorial/data.zip"
+
+
+def shape_fields(config: Any, *kinds: str) -> list[str]:
+    """The fields of a config dataclass marked as shaping weights (of the given kinds, or any)."""
+    return [f.name for f in dataclasses.fields(config)
+            if f.metadata.get("shapes") and (not kinds or f.metadata["shapes"] in kinds)]
+
+
+def plain(config: Any) -> dict[str, Any]:
+    """A config dataclass as plain Python types (Enums as their words), for checkpoints read weights-only."""
+    values = dataclasses.asdict(config)
+    return {key: value.value if isinstance(value, Enum) else value for key, value in values.items()}
+
+
+def from_plain(cls: type, values: dict[str, Any]) -> Any:
+    """The config dataclass `cls` from a plain dict, ignoring keys it does not have (a checkpoint's extras)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{key: value for key, value in values.items() if key in names})
+
+
+def whole(key: str, value: Any, minimum: int = 0) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UserError(f"{key}={value!r} must be a whole number >= {minimum}")
+
+
+def rate(key: str, value: Any, low: float = 0.0, high: float = 1.0) -> None:
+    """value in [low, high)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value)
+                                                                             and low <= value < high):
+        raise UserError(f"{key}={value!r} must be a number in [{low:g}, {high:g})")
+
+
+def choice(key: str, enum: type[Choice], value: Any) -> Choice:
+    """A constructor called from Python may pass the word itself: turn it into the Enum or refuse it."""
+    try:
+        return enum(value)
+    except ValueError:
+        raise UserError(f"{key}={value!r} is not one of {', '.join(member.value for member in enum)}") from None
+
+
+@dataclass
+class NetConfig:
+    """nameorigin.model.CharRNN: the cell, its sizes and the n-gram head beside it."""
+
+    cell: Cell = field(default=Cell.gru, metadata=ENCODER)
+    hidden_size: int = field(default=256, metadata=ENCODER)
+    embedding_dim: int = field(default=64, metadata=ENCODER)  # 0: one-hot input, as in the PyTorch tutorial
+    ngram_buckets: int = field(default=65536, metadata=HEAD)  # hashed character n-grams; 0 turns the head off
+    ngram_max: int = field(default=4, metadata=HEAD)
+    dropout: float = 0.3
+    input_dropout: float = 0.0
+    impl: Impl = Impl.autograd
+
+    def __post_init__(self) -> None:
+        self.cell, self.impl = choice("model.cell", Cell, self.cell), choice("model.impl", Impl, self.impl)
+        whole("model.hidden_size", self.hidden_size, 1)
+        whole("model.embedding_dim", self.embedding_dim)
+        whole("model.ngram_buckets", self.ngram_buckets)
+        whole("model.ngram_max", self.ngram_max, 1)
+        rate("model.dropout", self.dropout)
+        rate("model.input_dropout", self.input_dropout)
+
+
+@dataclass
+class ModelConfig(NetConfig):
+    """The `model` group: the network's config plus how it is trained (nameorigin.module.NameClassifier)."""
+
+    label_smoothing: float = 0.0
+    class_weights: Any = None  # null | balanced | sqrt (from training counts) | one positive number per label
+    logit_adjustment: float = 0.0  # > 0: predict with logits - tau * log(training prior)
+    soft_targets: bool = False  # a name's languages share its target
+    normalize: Normalize = Normalize.ascii
+    init_from: str | None = None  # fine-tuning: a checkpoint of experiment=surnames_pretrain
+    transfer_features: bool = True  # keep the pretrained country head as features
+    known_names_cache: str | None = None  # a surnames cache: the exact name's country shares as evidence
+    evidence_hidden: int = field(default=0, metadata=HEAD)  # > 0: a hidden layer between those shares and logits
+    pretrained_lr_scale: float = 1.0
+    optimizer: Any = None  # a _partial_ optimizer: torch.optim.AdamW when null
+    scheduler: Any = None  # a _partial_ schedule, or null
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.normalize = choice("model.normalize", Normalize, self.normalize)
+        rate("model.label_smoothing", self.label_smoothing)
+        rate("model.logit_adjustment", self.logit_adjustment, 0.0, math.inf)
+        rate("model.pretrained_lr_scale", self.pretrained_lr_scale, 0.0, math.inf)
+        whole("model.evidence_hidden", self.evidence_hidden)
+        weights = self.class_weights
+        if not (weights is None or weights in ("balanced", "sqrt") or isinstance(weights, list | tuple) and all(
+                isinstance(w, int | float) and not isinstance(w, bool) and w > 0 for w in weights)):
+            raise UserError(f"model.class_weights={weights!r}: use balanced, sqrt, null or a list of positive "
+                            "numbers, one per label")
+        if self.known_names_cache and not self.init_from:
+            raise UserError(f"model.known_names_cache={self.known_names_cache} is part of fine-tuning: use it with "
+                            "model.init_from (experiment=finetune), or set model.known_names_cache=null")
+
+
+@dataclass
+class TransferShape:
+    """What a pretrained checkpoint adds to the network when fine-tuning (nameorigin.transfer); all shape it."""
+
+    source_classes: int = field(default=0, metadata=HEAD)  # the pretrained country head's countries
+    source_ngram_buckets: int = field(default=0, metadata=HEAD)  # its n-gram head's buckets
+    known_names: int = field(default=0, metadata=HEAD)  # rows of the known-name table
+    known_countries: int = field(default=0, metadata=HEAD)
+
+    def __post_init__(self) -> None:
+        if self.known_names and not self.known_countries:
+            raise UserError("known_names needs known_countries: the number of countries in the table")
+
+    def __bool__(self) -> bool:
+        return any(dataclasses.astuple(self))
+
+
+def check_split(fractions: Any) -> None:
+    """Validation and test must be non-empty: the epoch, the temperature and the conformal thresholds are picked
+    on validation, and test is the one held-out score."""
+    values = list(fractions)
+    if len(values) != 3 or min(values) < 0 or abs(sum(values) - 1) > 1e-6 or 0 in values[1:]:
+        raise UserError(f"data.split_fractions={values} must be three numbers (train, val, test) summing to 1, "
+                        "with val and test above 0, e.g. [0.8,0.1,0.1]")
+
+
+@dataclass
+class LoaderConfig:
+    """What every corpus' DataModule shares."""
+
+    split_fractions: list[float] = field(default_factory=lambda: [0.8, 0.1, 0.1])
+    split_seed: int = 0
+    batch_size: int = 64
+    num_workers: int = 0  # batches are slices of pre-encoded tensors: workers only add start-up time
+    normalize: Normalize = Normalize.ascii
+
+    def __post_init__(self) -> None:
+        self.normalize = choice("data.normalize", Normalize, self.normalize)
+        self.split_fractions = [float(f) for f in self.split_fractions]
+        check_split(self.split_fractions)
+        whole("data.split_seed", self.split_seed)
+        whole("data.batch_size", self.batch_size, 1)
+        whole("data.num_workers", self.num_workers)
+
+
+@dataclass
+class NamesDataConfig(LoaderConfig):
+    """nameorigin.data.NamesDataModule: a folder of <Language>.txt files."""
+
+    _target_: str = "nameorigin.data.NamesDataModule"
+    root: str = "data/names"
+    url: str = CORPUS_URL
+    download: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not str(self.root).strip():  # Path("") is the working directory: a download would unpack into it
+            raise UserError("data.root is empty: pass the folder of <Language>.txt files (default data/names)")
+
+
+@dataclass
+class SurnamesDataConfig(LoaderConfig):
+    """nameorigin.surnames.SurnamesDataModule: names-dataset's last names and their country shares."""
+
+    _target_: str = "nameorigin.surnames.SurnamesDataModule"
+    cache: str = "data/surnames"
+    limit: int = 0  # > 0: a deterministic sample of this many names
+    split_fractions: list[float] = field(default_factory=lambda: [0.98, 0.01, 0.01])
+    batch_size: int = 512
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        whole("data.limit", self.limit)
+        if self.normalize != Normalize.ascii:
+            raise UserError(f"data.normalize={self.normalize}: the surnames cache is folded to ASCII; use ascii")
+
+
+@dataclass
+class CalibrationConfig:
+    """nameorigin.calibration: the temperature and conformal thresholds fitted on validation."""
+
+    enabled: bool = True
+    coverages: list[float] = field(default_factory=lambda: [0.8, 0.9, 0.95])
+    bins: int = 15
+
+    def __post_init__(self) -> None:
+        for coverage in self.coverages:
+            if not 0 < coverage < 1:
+                raise UserError(f"calibration.coverages: {coverage} must be a number between 0 and 1")
+        whole("calibration.bins", self.bins, 1)
+
+
+@dataclass
+class RefitConfig:
+    """nameorigin.refit: a fresh model on train + validation once validation has picked the settings."""
+
+    enabled: bool = True
+
+
+@dataclass
+class CardConfig:
+    """nameorigin.card: MODEL_CARD.md in the run folder and inside the checkpoint."""
+
+    enabled: bool = True
+
+
+@dataclass
+class TrainConfig:
+    """The primary config (conf/train.yaml). Groups without a schema of their own (trainer, callbacks, logger,
+    paths) are Lightning's and Hydra's settings, checked by those libraries."""
+
+    data: Any = None
+    model: ModelConfig = field(default_factory=ModelConfig)
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+    refit: RefitConfig = field(default_factory=RefitConfig)
+    card: CardConfig = field(default_factory=CardConfig)
+    trainer: Any = None
+    callbacks: Any = None
+    logger: Any = None
+    paths: Any = None
+    task_name: str = "train"
+    seed: int = 0
+    ckpt_path: str | None = None  # resume: a .ckpt, or "last" for the newest run's last.ckpt
+    optimized_metric: str | None = "val/acc_best"  # what train.py returns, for sweepers
+    test: bool = True  # after fit, test the chosen checkpoint on the held-out split
+
+
+def check_run(cfg: Any) -> None:
+    """Rules across groups, and the trainer settings nameorigin relies on: refused before anything runs."""
+    if not 0 <= cfg.seed < 2**32:  # numpy's range, which seed_everything enforces
+        raise UserError(f"seed={cfg.seed} must be between 0 and 2**32 - 1")
+    epochs = cfg.trainer.get("max_epochs")
+    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int)):
+        raise UserError(f"trainer.max_epochs={epochs!r} must be a whole number")
+    if epochs is not None and epochs != -1 and epochs < 1:  # -1 is Lightning's "no limit"
+        raise UserError(f"trainer.max_epochs={epochs} trains nothing: pass a positive number of epochs")
+    if cfg.task_name == "finetune" and not cfg.model.init_from:
+        raise UserError("model.init_from is missing: pass model.init_from=<best.ckpt of experiment=surnames_pretrain>")
+    if cfg.refit.enabled and str(cfg.data.get("_target_", "")).endswith("SurnamesDataModule"):
+        raise UserError("refit.enabled=true is for the names corpus: the surnames pretraining has no refit; pass "
+                        "refit.enabled=false")
+    precision, clip = str(cfg.trainer.get("precision")), cfg.trainer.get("gradient_clip_val")
+    if precision.startswith("16") and clip and (cfg.model.optimizer or {}).get("fused"):
+        # float16's loss scaler unscales inside a fused step, after Lightning would have clipped: it refuses mid-run
+        raise UserError(f"model.optimizer.fused=true cannot clip gradients (trainer.gradient_clip_val={clip}) under "
+                        f"trainer.precision={precision}: pass model.optimizer.fused=false or "
+                        "trainer.precision=bf16-mixed")
+
+
+def register() -> None:
+    """Put the schemas in Hydra's ConfigStore, under the names the YAML defaults lists use."""
+    store = ConfigStore.instance()
+    store.store(name="train_schema", node=TrainConfig)
+    store.store(group="model", name="model_schema", node=ModelConfig)
+    store.store(group="data", name="names_schema", node=NamesDataConfig)
+    store.store(group="data", name="surnames_schema", node=SurnamesDataConfig)
+    store.store(group="calibration", name="calibration_schema", node=CalibrationConfig)
+    store.store(group="refit", name="refit_schema", node=RefitConfig)
+    store.store(group="card", name="card_schema", node=CardConfig)
+
+
+register()
