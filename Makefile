@@ -4,11 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --constraint constraints.txt
 ARGS ?=
-NAMES_DATA_DIR ?=
 # Test workers (pytest-xdist; tests/conftest.py shares the cores out between them): the suite is mostly process
-# starts and small models, so two workers on 2 cores take 7.0 min where one takes 10.2 (239 / 235 tests, before
-# the refit; with it, 247 tests take 8.5 to 9.2 min on two workers).
-# TEST_WORKERS=0: serial.
+# starts and small models, so two workers beat one on 2 cores (docs/reliability.md). TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 2
 
 .PHONY: help install train pretrain test lint bench dashboard clean
@@ -29,13 +26,14 @@ train: install  ## train.py with the defaults; ARGS adds overrides: ARGS="model.
 pretrain: install  ## the surnames country model (experiment=surnames_pretrain); ARGS adds overrides
 	$(BIN)/python train.py experiment=surnames_pretrain $(ARGS)
 
-test: install  ## the suite; NAMES_DATA_DIR=<corpus folder> adds the real-corpus tests; TEST_WORKERS=0: serial
+test: install  ## the suite, as CI runs it; TEST_WORKERS=0: serial; PYTEST_ARGS="-m 'not slow'" skips the long ones
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-lint: install  ## ruff check .
+lint: install  ## ruff check . and the import contract (lint-imports: layers run one way)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
-bench: install  ## scripts/benchmark.py; ARGS adds flags (--data ../shared/data/names)
+bench: install  ## scripts/benchmark.py; ARGS adds flags (--data <folder of <Language>.txt files>)
 	$(BIN)/python scripts/benchmark.py $(ARGS)
 
 # The newest of outputs/<date>/<time>/ (a run) and outputs/multirun/<date>/<time>/ (a sweep), by <date>/<time>.

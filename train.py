@@ -10,8 +10,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import DictConfig
 
-from nameorigin.errors import UserError
-from nameorigin.pipeline import train
+from nameorigin.base.errors import UserError
+from nameorigin.training.pipeline import train
 
 task_started = False
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny synthetic corpus written to tmp_path, and the real corpus via NAMES_DATA_DIR."""
+"""Shared fixtures: a tiny synthetic corpus written to tmp_path, and the real corpus (the one shipped in the
+package, or NAMES_DATA_DIR)."""
 
 from __future__ import annotations
 
@@ -54,9 +55,9 @@ def tiny_corpus(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def real_corpus() -> Path:
-    folder = os.environ.get("NAMES_DATA_DIR")
-    if not folder:
-        pytest.skip("NAMES_DATA_DIR is not set: point it at the 18 <Language>.txt files to run real-corpus tests")
+    from nameorigin.data.names import shipped_corpus
+
+    folder = os.environ.get("NAMES_DATA_DIR") or str(shipped_corpus())
     if not Path(folder).is_dir():
         pytest.fail(f"NAMES_DATA_DIR={folder} is not a folder")
     return Path(folder)
@@ -92,7 +93,7 @@ def score_in_one_process(checkpoint: Path, datamodule) -> dict[str, float]:
     import pytorch_lightning as pl
     import torch
 
-    from nameorigin.module import NameClassifier
+    from nameorigin.training.module import NameClassifier
 
     model = NameClassifier(**torch.load(checkpoint, weights_only=True)["hyper_parameters"])
     trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,

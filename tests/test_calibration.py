@@ -6,7 +6,9 @@ import pytest
 import torch
 from torchmetrics.classification import MulticlassCalibrationError
 
-from nameorigin.calibration import (
+from nameorigin.base.errors import UserError
+from nameorigin.config import CalibrationConfig
+from nameorigin.model.calibration import (
     TEMPERATURE_RANGE,
     calibrate,
     conformal_thresholds,
@@ -15,8 +17,6 @@ from nameorigin.calibration import (
     prediction_sets,
     reliability,
 )
-from nameorigin.config import CalibrationConfig
-from nameorigin.errors import UserError
 
 
 def sample(n: int, classes: int = 6, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

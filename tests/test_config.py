@@ -14,11 +14,11 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from nameorigin import pipeline
-from nameorigin.calibration import calibrate
-from nameorigin.data import NamesDataModule
-from nameorigin.errors import UserError
-from nameorigin.module import NameClassifier
+from nameorigin.base.errors import UserError
+from nameorigin.data.names import NamesDataModule
+from nameorigin.model.calibration import calibrate
+from nameorigin.training import pipeline
+from nameorigin.training.module import NameClassifier
 
 TRAINERS = sorted(p.stem for p in (ROOT / "conf" / "trainer").glob("*.yaml"))
 

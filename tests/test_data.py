@@ -10,10 +10,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nameorigin.batching import BucketBatchSampler
-from nameorigin.data import NamesDataModule, download_corpus, read_corpus, split_by_name
-from nameorigin.errors import UserError
-from nameorigin.textnorm import PAD, UNK, build_vocab, encode, normalize_name, variant_key
+from nameorigin.base.errors import UserError
+from nameorigin.base.textnorm import PAD, UNK, build_vocab, encode, normalize_name, variant_key
+from nameorigin.data.batching import BucketBatchSampler
+from nameorigin.data.names import NamesDataModule, download_corpus, read_corpus, split_by_name
 
 
 def test_normalize_folds_accents_and_keeps_inner_spaces_and_apostrophes():

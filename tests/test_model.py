@@ -8,9 +8,9 @@ from omegaconf import OmegaConf
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
+from nameorigin.base.errors import UserError
 from nameorigin.config import Impl, ModelConfig, NetConfig, TransferShape
-from nameorigin.errors import UserError
-from nameorigin.model import GATES, SHARED_WEIGHTS, CharRNN, build_net
+from nameorigin.model.charrnn import GATES, SHARED_WEIGHTS, CharRNN, build_net
 
 TORCH_RNN = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
 IMPLS = [impl.value for impl in Impl]
@@ -195,7 +195,7 @@ def test_bptt_equals_the_autograd_reference(cell):
 
 
 def test_ngram_ids_count_every_window_and_ignore_padding():
-    from nameorigin.ngram import ngram_ids
+    from nameorigin.model.ngram import ngram_ids
 
     tokens, lengths = batch(vocab=12, lengths=(7, 3, 1))
     ids, real = ngram_ids(tokens, lengths, 12, 4, 1000)
@@ -228,7 +228,7 @@ def test_ngram_head_adds_to_logits_and_eval_applies_the_decision_layer():
 
 
 def test_logit_adjustment_offsets_by_the_log_prior():
-    from nameorigin.module import NameClassifier
+    from nameorigin.training.module import NameClassifier
 
     prior = [0.7, 0.2, 0.1]
     module = NameClassifier(ModelConfig(hidden_size=4, embedding_dim=2, logit_adjustment=0.5),
@@ -264,7 +264,7 @@ def test_the_fused_optimizer_gets_its_gradients_clipped(precision):
     # NameClassifier clips itself when no float16 loss scaler is involved.
     import pytorch_lightning as pl
 
-    from nameorigin.module import NameClassifier
+    from nameorigin.training.module import NameClassifier
 
     model = NameClassifier(ModelConfig(hidden_size=8, embedding_dim=4), ["<pad>", "<unk>", "a", "b"], ["A", "B"])
     trainer = pl.Trainer(precision=precision, accelerator="cpu", gradient_clip_val=1.0, logger=False,
@@ -282,10 +282,10 @@ def test_one_field_added_to_the_schema_reaches_the_net_the_checkpoint_the_resume
     """The model's settings are declared once: a new field, marked as shaping weights, needs no other edit."""
     import dataclasses
 
-    from nameorigin.card import render
     from nameorigin.config import HEAD, plain, shape_fields
-    from nameorigin.module import NameClassifier
-    from nameorigin.pipeline import resolve_checkpoint
+    from nameorigin.training.card import render
+    from nameorigin.training.module import NameClassifier
+    from nameorigin.training.pipeline import resolve_checkpoint
 
     Wider = dataclasses.make_dataclass("Wider", [("gate_scale", int, dataclasses.field(default=3, metadata=HEAD))],
                                        bases=(ModelConfig,))
@@ -307,7 +307,7 @@ def test_one_field_added_to_the_schema_reaches_the_net_the_checkpoint_the_resume
 
 
 def test_a_checkpoint_from_before_the_typed_config_is_refused_in_one_line(tmp_path):
-    from nameorigin.predict import Predictor
+    from nameorigin.serving.predict import Predictor
 
     old = tmp_path / "old.ckpt"
     torch.save({"hyper_parameters": {"vocab": ["<pad>", "<unk>", "a"], "labels": ["A", "B"], "cell": "gru",

@@ -9,10 +9,10 @@ import pytest
 import torch
 from conftest import ROOT, run_script
 
-from nameorigin.baseline import fit_ngram_baseline
-from nameorigin.evaluate import checkpoint_splits, evaluate
-from nameorigin.paired import bootstrap_margin, compare_with_baseline, mcnemar_p
-from nameorigin.predict import Predictor
+from nameorigin.analysis.baseline import fit_ngram_baseline
+from nameorigin.analysis.evaluate import checkpoint_splits, evaluate
+from nameorigin.analysis.paired import bootstrap_margin, compare_with_baseline, mcnemar_p
+from nameorigin.serving.predict import Predictor
 
 PREDICT = str(ROOT / "scripts" / "predict.py")
 

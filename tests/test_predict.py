@@ -16,10 +16,10 @@ import torch
 from conftest import ROOT, run_script
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from nameorigin.errors import UserError
-from nameorigin.evaluate import evaluate, format_report
-from nameorigin.module import NameClassifier
-from nameorigin.predict import Predictor
+from nameorigin.analysis.evaluate import evaluate, format_report
+from nameorigin.base.errors import UserError
+from nameorigin.serving.predict import Predictor
+from nameorigin.training.module import NameClassifier
 
 PREDICT = str(ROOT / "scripts" / "predict.py")
 

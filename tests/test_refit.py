@@ -1,5 +1,6 @@
-"""The refit (nameorigin.refit): after validation picks best.ckpt, a fresh model trains on train + validation and
-is the model tested, carded and served; the n-gram baseline it is compared with is refitted the same way."""
+"""The refit (nameorigin.training.refit): after validation picks best.ckpt, a fresh model trains on train +
+validation and is the model tested, carded and served; the n-gram baseline it is compared with is refitted the
+same way."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import torch.nn.functional as F
 from conftest import TINY, train
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from nameorigin.baseline import fit_ngram_baseline
-from nameorigin.predict import Predictor
+from nameorigin.analysis.baseline import fit_ngram_baseline
+from nameorigin.serving.predict import Predictor
 
 
 def recomputed_test_loss(checkpoint, pairs: list[list[str]]) -> float:

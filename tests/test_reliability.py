@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import ROOT, TINY, run_dirs, train, write_corpus
 
-from nameorigin.checkpointing import AtomicCheckpointIO
+from nameorigin.training.checkpointing import AtomicCheckpointIO
 
 
 class Unpicklable:

@@ -15,12 +15,12 @@ import pytest
 import torch
 from conftest import ROOT, TINY, last_scalars, run_dirs, run_script, score_in_one_process, train, write_corpus
 
-from nameorigin import transfer
+from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig
-from nameorigin.errors import UserError
-from nameorigin.known import KnownNames
-from nameorigin.module import NameClassifier
-from nameorigin.surnames import VOCAB, Surnames, SurnamesDataModule, convert
+from nameorigin.data.surnames import VOCAB, Surnames, SurnamesDataModule, convert
+from nameorigin.model.known import KnownNames
+from nameorigin.training import transfer
+from nameorigin.training.module import NameClassifier
 
 COUNTRY_OF = {"Japanese": "JP", "Russian": "RU", "Irish": "IE", "Italian": "IT"}
 SPECIAL = {
@@ -180,8 +180,8 @@ def test_initialize_really_loads_the_pretrained_weights_and_the_known_names(pret
 
 
 def test_known_names_fingerprint_matches_a_plain_python_reference():
-    from nameorigin.known import BASES, SECOND_PRIME
-    from nameorigin.ngram import PRIME
+    from nameorigin.model.known import BASES, SECOND_PRIME
+    from nameorigin.model.ngram import PRIME
 
     vocab = ["<pad>", "<unk>", " ", "'", "A", "b", "C"]
     table = KnownNames(len(vocab), 3, 0)
@@ -214,9 +214,9 @@ def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_sur
     assert predicted.returncode == 0, predicted.stderr
     assert [r["predictions"][0]["language"] for r in json.loads(predicted.stdout)] == ["Japanese", "Russian"]
     # The same split computed outside the model (names-dataset keys as strings) gives the same scores.
-    from nameorigin.evaluate import evaluate
-    from nameorigin.known import name_key
-    from nameorigin.predict import Predictor
+    from nameorigin.analysis.evaluate import evaluate
+    from nameorigin.model.known import name_key
+    from nameorigin.serving.predict import Predictor
 
     report = evaluate(Predictor.from_checkpoint(best), corpus, known_keys={name_key(n) for n in Surnames(cache).names})
     printed = {line.split()[0]: float(line.split()[1]) for line in result.stdout.splitlines()

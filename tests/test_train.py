@@ -17,7 +17,7 @@ import torch
 from conftest import TINY, run_dirs, train, write_corpus
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from nameorigin.module import NameClassifier
+from nameorigin.training.module import NameClassifier
 
 
 def events(run: Path) -> EventAccumulator:

@@ -21,7 +21,7 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
-from nameorigin.errors import UserError
+from nameorigin.base.errors import UserError
 
 
 class Choice(str, Enum):
@@ -42,7 +42,7 @@ class Cell(Choice):
 
 class Impl(Choice):
     autograd = "autograd"  # the plain loop: the reference
-    bptt = "bptt"  # the hand-written backward through time (nameorigin.bptt)
+    bptt = "bptt"  # the hand-written backward through time (nameorigin.model.bptt)
 
 
 class Normalize(Choice):
@@ -94,7 +94,7 @@ def choice(key: str, enum: type[Choice], value: Any) -> Choice:
 
 @dataclass
 class NetConfig:
-    """nameorigin.model.CharRNN: the cell, its sizes and the n-gram head beside it."""
+    """nameorigin.model.charrnn.CharRNN: the cell, its sizes and the n-gram head beside it."""
 
     cell: Cell = field(default=Cell.gru, metadata=ENCODER)
     hidden_size: int = field(default=256, metadata=ENCODER)
@@ -117,7 +117,7 @@ class NetConfig:
 
 @dataclass
 class ModelConfig(NetConfig):
-    """The `model` group: the network's config plus how it is trained (nameorigin.module.NameClassifier)."""
+    """The `model` group: the network's config plus how it is trained (nameorigin.training.module.NameClassifier)."""
 
     label_smoothing: float = 0.0
     class_weights: Any = None  # null | balanced | sqrt (from training counts) | one positive number per label
@@ -151,7 +151,8 @@ class ModelConfig(NetConfig):
 
 @dataclass
 class TransferShape:
-    """What a pretrained checkpoint adds to the network when fine-tuning (nameorigin.transfer); all shape it."""
+    """What a pretrained checkpoint adds to the network when fine-tuning (nameorigin.training.transfer); every
+    field shapes weights."""
 
     source_classes: int = field(default=0, metadata=HEAD)  # the pretrained country head's countries
     source_ngram_buckets: int = field(default=0, metadata=HEAD)  # its n-gram head's buckets
@@ -196,24 +197,25 @@ class LoaderConfig:
 
 @dataclass
 class NamesDataConfig(LoaderConfig):
-    """nameorigin.data.NamesDataModule: a folder of <Language>.txt files."""
+    """nameorigin.data.names.NamesDataModule: a folder of <Language>.txt files."""
 
-    _target_: str = "nameorigin.data.NamesDataModule"
-    root: str = "data/names"
+    _target_: str = "nameorigin.data.names.NamesDataModule"
+    root: str | None = None  # a folder of <Language>.txt files; null: the corpus shipped in the package
     url: str = CORPUS_URL
     download: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not str(self.root).strip():  # Path("") is the working directory: a download would unpack into it
-            raise UserError("data.root is empty: pass the folder of <Language>.txt files (default data/names)")
+        if self.root is not None and not str(self.root).strip():  # Path(""): a download would unpack into the cwd
+            raise UserError("data.root is empty: pass a folder of <Language>.txt files, or null for the shipped "
+                            "corpus")
 
 
 @dataclass
 class SurnamesDataConfig(LoaderConfig):
-    """nameorigin.surnames.SurnamesDataModule: names-dataset's last names and their country shares."""
+    """nameorigin.data.surnames.SurnamesDataModule: names-dataset's last names and their country shares."""
 
-    _target_: str = "nameorigin.surnames.SurnamesDataModule"
+    _target_: str = "nameorigin.data.surnames.SurnamesDataModule"
     cache: str = "data/surnames"
     limit: int = 0  # > 0: a deterministic sample of this many names
     split_fractions: list[float] = field(default_factory=lambda: [0.98, 0.01, 0.01])
@@ -228,7 +230,7 @@ class SurnamesDataConfig(LoaderConfig):
 
 @dataclass
 class CalibrationConfig:
-    """nameorigin.calibration: the temperature and conformal thresholds fitted on validation."""
+    """nameorigin.model.calibration: the temperature and conformal thresholds fitted on validation."""
 
     enabled: bool = True
     coverages: list[float] = field(default_factory=lambda: [0.8, 0.9, 0.95])
@@ -243,14 +245,14 @@ class CalibrationConfig:
 
 @dataclass
 class RefitConfig:
-    """nameorigin.refit: a fresh model on train + validation once validation has picked the settings."""
+    """nameorigin.training.refit: a fresh model on train + validation once validation has picked the settings."""
 
     enabled: bool = True
 
 
 @dataclass
 class CardConfig:
-    """nameorigin.card: MODEL_CARD.md in the run folder and inside the checkpoint."""
+    """nameorigin.training.card: MODEL_CARD.md in the run folder and inside the checkpoint."""
 
     enabled: bool = True
 

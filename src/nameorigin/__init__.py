@@ -1,0 +1,14 @@
+"""nameorigin: character-level recurrent classifiers of a name's language of origin.
+
+Subpackages, bottom to top; imports run one way (the contract in pyproject.toml, checked by `make lint` and the
+tests):
+
+- base: the user-error type, atomic writes, text normalization and encoding, safe checkpoint reading
+- config: the typed schema of every config group
+- data: corpus readers (the shipped tutorial corpus, names-dataset), the leakage-free split, batches
+- model: CharRNN and its parts (the cell, the BPTT backward, n-grams, known names, calibration maths)
+- training: the LightningModule, callbacks, dashboard, calibration fit, refit, model card, pipeline
+- serving: Predictor, export, tables
+- analysis: evaluation on a held-out split, the paired baseline comparison, the benchmark's contenders
+- cli: the console commands (nameorigin-predict, nameorigin-export, ...)
+"""

@@ -1,0 +1,1 @@
+"""Analysis: held-out evaluation, the paired comparison with the n-gram baseline, benchmark contenders."""

@@ -1,0 +1,85 @@
+"""Score a checkpoint on its own held-out test split, rebuilt from the split settings stored inside it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from nameorigin.base.errors import UserError
+from nameorigin.data.names import label_files, read_corpus, split_by_name
+from nameorigin.serving.predict import BATCH_SIZE, Predictor
+
+
+def scores(truth: torch.Tensor, preds: torch.Tensor, k: int) -> tuple[float, float, list[float], torch.Tensor]:
+    """Accuracy, macro-F1, per-class F1 and the confusion matrix. Macro-F1 averages the languages that occur in
+    the truth or the predictions (as torchmetrics does), so a subset without some language is not penalized."""
+    confusion = torch.bincount(truth * k + preds, minlength=k * k).view(k, k)
+    tp = confusion.diag().double()
+    precision = tp / confusion.sum(0).double().clamp_min(1)
+    recall = tp / confusion.sum(1).double().clamp_min(1)
+    f1 = 2 * precision * recall / (precision + recall).clamp_min(1e-12)
+    present = (confusion.sum(0) + confusion.sum(1)) > 0
+    return float(tp.sum() / max(len(truth), 1)), float(f1[present].mean()), f1.tolist(), confusion
+
+
+def checkpoint_splits(predictor: Predictor, root: str | Path) -> dict[str, list[tuple[str, str]]]:
+    """The train/val/test pairs the checkpoint was trained on, rebuilt from root with the split settings stored in
+    it; refuses a corpus whose sha256 differs from the one it was trained on."""
+    settings = predictor.data_settings
+    if not {"corpus_sha256", "split_seed", "split_fractions"} <= settings.keys():
+        raise UserError("this checkpoint holds no split settings: evaluate needs one written by train.py")
+    if not label_files(Path(root)):  # read_corpus's own message names train.py's data.root override
+        raise UserError(f"{root} holds no <Language>.txt files: pass the folder the checkpoint was trained on")
+    try:
+        pairs, digest = read_corpus(root, settings.get("normalize", predictor.normalize))
+    except UserError as error:
+        raise UserError(str(error)) from None
+    if digest != settings["corpus_sha256"]:
+        raise UserError(f"{root} is not the corpus this checkpoint was trained on (sha256 differs): "
+                           "pass the original folder")
+    return split_by_name(pairs, settings["split_fractions"], settings["split_seed"])
+
+
+def evaluate(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZE,
+             known_keys: set[str] | None = None) -> dict:
+    """Accuracy, macro-F1, per-class F1, the confusion matrix and which test names it got right, on the
+    checkpoint's test split; with `known_keys` (nameorigin.model.known.name_key of every names-dataset surname) also for
+    the test names found there and for those not found."""
+    test = checkpoint_splits(predictor, root)["test"]
+    index = {label: i for i, label in enumerate(predictor.labels)}
+    encoded = [predictor.encode(name)[0] or [1] for name, _ in test]
+    preds = predictor.probabilities(encoded, batch_size).argmax(-1)
+    truth = torch.tensor([index[language] for _, language in test])
+    k = len(predictor.labels)
+    accuracy, macro_f1, f1, confusion = scores(truth, preds, k)
+    result = {"size": len(test), "accuracy": accuracy, "macro_f1": macro_f1,
+              "per_class_f1": dict(zip(predictor.labels, f1, strict=True)),
+              "labels": predictor.labels, "confusion": confusion.tolist(), "correct": (preds == truth).tolist()}
+    if known_keys is not None:
+        from nameorigin.model.known import name_key
+
+        found = torch.tensor([name_key(name) in known_keys for name, _ in test])
+        for subset, rows in (("in_pretrain", found), ("not_in_pretrain", ~found)):
+            accuracy, macro_f1, _, _ = scores(truth[rows], preds[rows], k)
+            result[subset] = {"size": int(rows.sum()), "accuracy": accuracy, "macro_f1": macro_f1}
+    return result
+
+
+def format_report(result: dict) -> str:
+    labels = result["labels"]
+    short = [label[:4] for label in labels]
+    lines = [f"test split: {result['size']} names",
+             f"accuracy  {result['accuracy']:.4f}", f"macro-F1  {result['macro_f1']:.4f}"]
+    for subset in ("in_pretrain", "not_in_pretrain"):
+        if subset in result:
+            part = result[subset]
+            where = "found in" if subset == "in_pretrain" else "not found in"
+            lines.append(f"  {part['size']} names {where} names-dataset: accuracy {part['accuracy']:.4f}, "
+                         f"macro-F1 {part['macro_f1']:.4f}")
+    lines += ["", "per-class F1:"]
+    lines += [f"  {label:<12} {score:.3f}" for label, score in result["per_class_f1"].items()]
+    lines += ["", "confusion (rows true, columns predicted):", " " * 13 + " ".join(f"{s:>4}" for s in short)]
+    lines += [f"  {label:<10} " + " ".join(f"{n:>4}" for n in row) for label, row in
+              zip(labels, result["confusion"], strict=True)]
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""The console commands; scripts/*.py run the same mains."""

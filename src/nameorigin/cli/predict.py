@@ -1,0 +1,219 @@
+"""Predict the language of origin of names from a checkpoint alone.
+
+  python scripts/predict.py outputs/.../checkpoints/best.ckpt Nakamura Dovesky "O'Neill"
+  python scripts/predict.py latest --top-k 5 --format json < names.txt
+  python scripts/predict.py best.ckpt Nakamura --coverage 0.9      # the set of languages holding the true one 90 %
+  python scripts/predict.py best.ckpt --file people.csv --column surname --out people_with_origin.csv
+  python scripts/predict.py best.ckpt --evaluate             # on the shipped corpus the model trained on
+  python scripts/predict.py best.ckpt --evaluate --baseline    # + the n-gram baseline, name by name
+  python scripts/predict.py best.ckpt --card                      # the model card stored in the checkpoint
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TextIO
+
+from nameorigin.base.atomic import write_atomically
+from nameorigin.base.errors import UserError, exits_2_on_user_error
+from nameorigin.serving.predict import (
+    BATCH_SIZE,
+    EXPORTED_SUFFIXES,
+    Prediction,
+    Predictor,
+    load_checkpoint,
+    newest_checkpoint,
+    read_sidecar,
+)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkpoint", help="a .ckpt written by train.py, a .pt2/.onnx from scripts/export.py, or "
+                        "'latest' for the newest run's model (its refit.ckpt, else its best.ckpt)")
+    parser.add_argument("names", nargs="*", help="names to classify; if none and no --file, read standard input")
+    parser.add_argument("--file", help="one name per line (UTF-8, blank lines skipped), or with --column a CSV/TSV "
+                        "table with a header row")
+    parser.add_argument("--column", help="with --file: the table column holding the names; every row is written "
+                        "back in order with prediction columns appended")
+    parser.add_argument("--delimiter", help="table delimiter (default: tab for .tsv/.tab files, else comma; "
+                        "'tab' for a tab)")
+    parser.add_argument("--out", help="write the table (with --column) to this file instead of standard output; "
+                        "it appears only when complete")
+    parser.add_argument("--top-k", type=int, default=None, help="how many languages to show per name "
+                        "(default 3; 1 for tables)")
+    parser.add_argument("--coverage", type=float, help="also give each name's prediction set at this coverage: one of "
+                        "the levels stored in the checkpoint (0.8, 0.9, 0.95 by default)")
+    parser.add_argument("--uncalibrated", action="store_true",
+                        help="probabilities before temperature scaling (calibrated is the default)")
+    parser.add_argument("--format", choices=("text", "json", "csv"), default="text", help="output format for names")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE,
+                        help=f"names per forward pass (default {BATCH_SIZE})")
+    parser.add_argument("--outputs", default="outputs", help="where 'latest' looks for runs (default outputs)")
+    parser.add_argument("--evaluate", metavar="DIR", nargs="?", const="",
+                        help="score the checkpoint on its own held-out test split rebuilt from DIR (no DIR: the "
+                        "corpus shipped in the package, the default data.root)")
+    parser.add_argument("--known-names", metavar="CACHE", help="with --evaluate: also score the test names found "
+                        "in this surnames cache (data/surnames) and those not found, apart")
+    parser.add_argument("--baseline", action="store_true", help="with --evaluate: also fit the char-n-gram baseline on "
+                        "the checkpoint's own split and compare the two on the same test names (needs the [bench] "
+                        "extra: scikit-learn)")
+    parser.add_argument("--card", action="store_true", help="print the model card stored in the checkpoint")
+    args = parser.parse_intermixed_args(argv)
+    if args.column and not args.file:
+        parser.error("--column needs --file: the table to read")
+    if args.out and not args.column:
+        parser.error("--out writes tables: use it with --file and --column")
+    if args.out and Path(args.out).is_dir():
+        parser.error(f"--out {args.out} is a folder: pass the path of the table to write, e.g. {args.out}/out.csv")
+    if args.delimiter is not None and not args.column:
+        parser.error("--delimiter reads tables: use it with --file and --column")
+    if args.baseline and not args.evaluate:
+        parser.error("--baseline compares on the test split: use it with --evaluate DIR")
+    if args.known_names and not args.evaluate:
+        parser.error("--known-names splits the test-split scores: use it with --evaluate DIR")
+    if args.uncalibrated and args.coverage is not None:
+        parser.error("--coverage sets are fitted on the calibrated probabilities: drop --uncalibrated")
+    if args.evaluate == "":
+        from nameorigin.data.names import shipped_corpus  # here: Lightning's import would slow every prediction
+
+        args.evaluate = str(shipped_corpus())
+    if args.evaluate and not Path(args.evaluate).is_dir():
+        parser.error(f"--evaluate {args.evaluate} is not a folder: pass the folder of <Language>.txt files the "
+                     "checkpoint was trained on")
+    if args.top_k is not None and args.top_k < 1:
+        parser.error(f"--top-k {args.top_k}: show at least 1 language per name")
+    if args.batch_size < 1:
+        parser.error(f"--batch-size {args.batch_size}: pass at least 1 name per forward pass")
+    if not (args.names or args.file or args.evaluate or args.card) and sys.stdin.isatty():
+        # Reading a terminal would wait, silently, for names nobody meant to type.
+        parser.error("no names to classify: pass them after the checkpoint, with --file, or on standard input "
+                     "(< names.txt)")
+    return args
+
+
+def read_names(args: argparse.Namespace) -> list[str]:
+    if args.names:
+        return list(args.names)
+    if args.file:
+        try:
+            with open(args.file, encoding="utf-8", errors="strict") as f:
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            raise UserError(f"--file {args.file} does not exist: pass an existing file") from None
+        except (IsADirectoryError, PermissionError) as error:
+            raise UserError(f"--file {args.file} cannot be read ({error.strerror}): pass a file of names, "
+                               "one per line") from None
+        except UnicodeDecodeError as error:
+            raise UserError(f"--file {args.file} is not UTF-8 (byte {error.start}): re-save it as UTF-8") from None
+    else:
+        try:
+            lines = sys.stdin.buffer.read().decode("utf-8").splitlines()
+        except UnicodeDecodeError as error:
+            raise UserError(f"standard input is not UTF-8 (byte {error.start}): re-save the names as UTF-8, "
+                               "or pass --file") from None
+    return [line for line in lines if line.strip()]
+
+
+def write(predictions: Iterable[Prediction], fmt: str) -> None:
+    out = sys.stdout
+    if fmt == "json":
+        json.dump([p.as_dict() for p in predictions], out, ensure_ascii=False, indent=1)
+        out.write("\n")
+    elif fmt == "csv":
+        predictions = list(predictions)
+        with_sets = any(p.prediction_set is not None for p in predictions)
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["name", "language", "probability", "rank"] + (["in_prediction_set"] if with_sets else []))
+        for p in predictions:
+            members = set(p.prediction_set or [])
+            for rank, (language, probability) in enumerate(p.predictions, start=1):
+                flag = [str(language in members).lower()] if with_sets else []
+                writer.writerow([p.name, language, f"{probability:.6f}", rank, *flag])
+            if p.error:
+                writer.writerow([p.name, "", "", ""] + ([""] if with_sets else []))
+    else:
+        for p in predictions:
+            shown = p.name.encode("unicode_escape").decode("ascii") if not p.name.isprintable() else p.name
+            if p.error:
+                out.write(f"{shown}\n  (no prediction: {p.error})\n")
+                continue
+            out.write(f"{shown}\n")
+            for language, probability in p.predictions:
+                shown_label = f"{language} {p.label_names.get(language, '')}" if p.label_names else language
+                out.write(f"  {shown_label:<12} {probability:6.1%}\n")
+            if p.prediction_set is not None:
+                out.write(f"  set: {', '.join(p.prediction_set)}\n")
+
+
+def print_card(path: str) -> None:
+    saved = read_sidecar(path) if Path(path).suffix in EXPORTED_SUFFIXES else load_checkpoint(path)
+    card = saved.get("model_card")
+    if not card:
+        raise UserError(f"checkpoint {path} holds no model card: the card goes into the run's model when "
+                           "training ends; use refit.ckpt (best.ckpt in a run without a refit)")
+    sys.stdout.write(card)
+
+
+@exits_2_on_user_error
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        path = newest_checkpoint(args.outputs) if args.checkpoint == "latest" else args.checkpoint
+        if args.card:
+            print_card(path)
+            return 0
+        predictor = Predictor.load(path, device=args.device, calibrated=not args.uncalibrated)
+        if args.evaluate:
+            from nameorigin.analysis.evaluate import evaluate, format_report
+
+            known = None
+            if args.known_names:
+                from nameorigin.base.errors import UserError
+                from nameorigin.data.surnames import Surnames
+                from nameorigin.model.known import name_key
+
+                try:
+                    known = {name_key(name) for name in Surnames(args.known_names, convert_if_missing=False).names}
+                except UserError as error:
+                    raise UserError(f"--known-names: {error}") from None
+            result = evaluate(predictor, args.evaluate, args.batch_size, known)
+            print(format_report(result))
+            if args.baseline:
+                from nameorigin.analysis.paired import compare_with_baseline, format_comparison
+
+                paired = compare_with_baseline(predictor, args.evaluate, args.batch_size, result)
+                print("\n" + format_comparison(paired))
+            return 0
+        if args.column:
+            from nameorigin.serving.table import predict_table
+
+            def table(out: TextIO) -> int:
+                return predict_table(predictor, args.file, args.column, out, args.delimiter, args.top_k or 1,
+                                     args.coverage, args.batch_size)
+
+            def table_file(tmp: Path) -> None:
+                with open(tmp, "w", encoding="utf-8", newline="") as out:
+                    table(out)
+
+            if args.out:
+                write_atomically(args.out, table_file)
+            else:
+                table(sys.stdout)
+            return 0
+        names = read_names(args)
+        write(predictor.predict(names, top_k=args.top_k or 3, batch_size=args.batch_size, coverage=args.coverage),
+              args.format)
+    except BrokenPipeError:  # `| head` closed the pipe: not an error
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Corpus readers, the leakage-free split, length-bucketed batches, and the shipped tutorial corpus."""

@@ -1,0 +1,183 @@
+"""Length-bucketed batches, shared by every corpus: names as one padded token tensor, a sampler that batches
+names of similar length (resumable and sharded across ranks), and the DataModule base that serves them."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from nameorigin.base.atomic import write_atomically
+from nameorigin.base.errors import UserError
+
+# What a data module's state says once the refit added validation to training (nameorigin.training.refit).
+TRAINED_ON = "train+val"
+
+
+def is_refit(data_settings: dict | None) -> bool:
+    """Whether a checkpoint's data settings (its NamesDataModule entry) say it was trained on train + val."""
+    return (data_settings or {}).get("trained_on") == TRAINED_ON
+
+
+def pad_batch(encoded: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded index tensor [batch, longest] and lengths [batch]."""
+    lengths = torch.tensor([len(e) for e in encoded], dtype=torch.long)
+    tokens = torch.zeros(len(encoded), int(lengths.max()) if len(encoded) else 0, dtype=torch.long)
+    for row, sequence in enumerate(encoded):
+        tokens[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
+    return tokens, lengths
+
+
+class EncodedRows(torch.utils.data.Dataset):
+    """Names as one padded token tensor (subclasses set names, tokens, lengths): the sampler yields row indices."""
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+    def rows(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(row indices, int64 tokens trimmed to the batch's longest name, lengths)."""
+        idx = torch.tensor(indices, dtype=torch.long)
+        lengths = self.lengths[idx]
+        return idx, self.tokens[idx, : int(lengths.max())].long(), lengths
+
+
+class BucketBatchSampler(Sampler[list[int]]):
+    """Batches of similar length: shuffle, sort within pools of `pool` batches, shuffle the batches.
+
+    The order depends on (seed, epoch) only; Lightning calls `set_epoch` so a resumed run replays it. In a
+    distributed run, training gives each rank every `num_replicas`-th batch, dropping the remainder so every rank
+    takes as many steps (DDP's gradient sync needs that). Evaluation instead gives each rank every
+    `num_replicas`-th name, batched on its own: every held-out name is scored exactly once, and ranks may hold
+    different counts (the module gathers variable-size results).
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, shuffle: bool, seed: int = 0, pool: int = 50,
+                 num_replicas: int = 1, rank: int = 0):
+        self.lengths = list(map(int, lengths))
+        self.batch_size, self.shuffle, self.seed, self.pool = batch_size, shuffle, seed, pool
+        self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _bucket(self, order: list[int]) -> list[list[int]]:
+        step = self.batch_size * self.pool
+        batches = []
+        for start in range(0, len(order), step):
+            chunk = sorted(order[start : start + step], key=self.lengths.__getitem__)
+            batches += [chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
+        return batches
+
+    def _batches(self) -> list[list[int]]:
+        if not self.shuffle:
+            return self._bucket(list(range(self.rank, len(self.lengths), self.num_replicas)))
+        order = list(range(len(self.lengths)))
+        rng = random.Random(self.seed + self.epoch)
+        rng.shuffle(order)
+        batches = self._bucket(order)
+        rng.shuffle(batches)
+        if self.num_replicas > 1:
+            batches = batches[: len(batches) - len(batches) % self.num_replicas]
+        return batches[self.rank :: self.num_replicas]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from self._batches()
+
+    def __len__(self) -> int:
+        return len(self._batches())
+
+
+def bucket_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int, datamodule: pl.LightningDataModule,
+                  num_workers: int = 0, shard: bool = True) -> DataLoader:
+    """Length-bucketed batches of a dataset with `lengths` and `collate`, sharded across the trainer's ranks unless
+    shard=False (one process reading a whole split, as calibration does on rank 0)."""
+    trainer = getattr(datamodule, "trainer", None)
+    replicas, rank = (trainer.world_size, trainer.global_rank) if trainer is not None and shard else (1, 0)
+    sampler = BucketBatchSampler(dataset.lengths.tolist(), batch_size, shuffle, seed, num_replicas=replicas,
+                                 rank=rank)
+    # Its own generator: creating an iterator then draws nothing from the global RNG, which dropout uses and a
+    # resumed run restores.
+    return DataLoader(dataset, batch_sampler=sampler, collate_fn=dataset.collate, num_workers=num_workers,
+                      persistent_workers=num_workers > 0, generator=torch.Generator().manual_seed(seed))
+
+
+class BucketedDataModule(pl.LightningDataModule):
+    """What every corpus' DataModule shares: bucketed loaders over `self.datasets`, the split manifest, and the
+    resume check. Subclasses set datasets, batch_size, split_seed, num_workers, splits and corpus_sha256, and
+    define manifest(), state_dict() (the settings that decide the split) and corpus_setting()."""
+
+    datasets: dict[str, Any]
+    batch_size: int
+    split_seed: int
+    num_workers: int
+    splits: dict
+    corpus_sha256: str
+
+    def manifest(self) -> dict:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        raise NotImplementedError
+
+    def corpus_setting(self) -> str:
+        """The setting that names the corpus (data.root or data.cache), for the resume error."""
+        raise NotImplementedError
+
+    def split_differences(self, state: dict) -> list[str]:
+        """The split settings (keys of state_dict() but the corpus hash) on which a saved state differs from this
+        data module's; settings the state does not hold are not compared."""
+        mine = self.state_dict()
+        return [key for key in mine if key != "corpus_sha256" and key in state and state[key] != mine[key]]
+
+    def load_state_dict(self, state: dict) -> None:
+        """Refuse to resume on another corpus or split: a resumed run trained on another split would have seen
+        some of the held-out names, and its test score would no longer be held out."""
+        if not self.splits:
+            return
+        mine = self.state_dict()
+        if state.get("corpus_sha256") != mine["corpus_sha256"]:
+            raise UserError(f"{self.corpus_setting()} differs from the corpus this checkpoint was trained on "
+                            "(sha256 mismatch): point it at the original files")
+        wrong = [f"data.{key}={mine[key]} (checkpoint: {state[key]})" for key in self.split_differences(state)]
+        if wrong:
+            raise UserError(f"cannot resume on another split: {', '.join(wrong)}; resume with the checkpoint's "
+                            "data settings")
+
+    def write_manifest(self, path: str | Path) -> Path:
+        return write_atomically(path, lambda tmp: tmp.write_text(json.dumps(self.manifest(), indent=1)))
+
+    def _loader(self, split: str, shuffle: bool, shard: bool = True) -> DataLoader:
+        return bucket_loader(self.datasets[split], self.batch_size, shuffle, self.split_seed, self, self.num_workers,
+                             shard)
+
+    def whole_split_loader(self, split: str) -> DataLoader:
+        """Every name of one split in this process, whatever the trainer's world size (calibration on rank 0)."""
+        return self._loader(split, shuffle=False, shard=False)
+
+    def check_held_out_sizes(self, world_size: int) -> None:
+        """Each rank scores its own share of validation and test: a rank with no names would wait forever in the
+        gathers of the others."""
+        small = {split: len(self.datasets[split]) for split in ("val", "test")
+                 if len(self.datasets[split]) < world_size}
+        if small:
+            sizes = ", ".join(f"{split} holds {n}" for split, n in small.items())
+            raise UserError(f"{sizes} names, fewer than the {world_size} processes of trainer.devices: use fewer "
+                            "devices or a larger corpus")
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)

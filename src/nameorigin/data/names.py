@@ -1,0 +1,219 @@
+"""The names corpus: reading, download, leakage-free split and manifest (batches: batching.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nameorigin.base.errors import UserError
+from nameorigin.base.textnorm import build_vocab, encode, normalize_name, variant_key
+from nameorigin.config import NamesDataConfig
+from nameorigin.data.batching import TRAINED_ON, BucketedDataModule, EncodedRows, pad_batch
+from nameorigin.data.download import download_corpus
+
+NOT_LABELS = ("README", "LICENSE", "SHA256")  # documentation beside a corpus, even when saved as .txt
+
+
+def is_label_file(path: Path) -> bool:
+    """A label file is `<Language>.txt`; hidden files, READMEs, licenses and checksum lists are not labels."""
+    return path.suffix == ".txt" and not path.name.startswith(".") and not path.stem.upper().startswith(NOT_LABELS)
+
+
+def shipped_corpus() -> Path:
+    """The PyTorch tutorial corpus installed with the package (nameorigin/data/tutorial_names, BSD-3-Clause)."""
+    return Path(str(resources.files("nameorigin.data") / "tutorial_names"))
+
+
+def label_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.glob("*.txt") if p.is_file() and is_label_file(p))
+
+
+def read_label_file(path: Path, normalize: str = "ascii") -> list[str]:
+    """Names of one file, in file order, normalized; raises UserError naming the file and line on bad bytes."""
+    names = []
+    for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UserError(f"{path}:{number} is not UTF-8: re-save the file as UTF-8") from None
+        name = normalize_name(line, normalize)
+        if name:
+            names.append(name)
+    if not names:
+        raise UserError(f"{path} holds no names: delete it or add one name per line")
+    return names
+
+
+def read_corpus(root: str | Path, normalize: str = "ascii") -> tuple[list[tuple[str, str]], str]:
+    """All (name, language) pairs with duplicates dropped, sorted, and the sha256 of the raw files."""
+    root = Path(root)
+    if not root.is_dir():
+        state = "is a file" if root.exists() else "does not exist"
+        raise UserError(f"data.root={root} {state}: pass data.root=<folder of <Language>.txt files>")
+    files = label_files(root)
+    if not files:
+        raise UserError(f"data.root={root} holds no <Language>.txt files: put the corpus there or fix data.root")
+    digest = hashlib.sha256()
+    pairs = set()
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        pairs.update((name, path.stem) for name in read_label_file(path, normalize))
+    return sorted(pairs), digest.hexdigest()
+
+
+def split_by_name(
+    pairs: Sequence[tuple[str, str]], fractions: Sequence[float], seed: int, group_variants: bool = True
+) -> dict[str, list[tuple[str, str]]]:
+    """Split so every name string lives in exactly one split, stratified by language.
+
+    A name with several languages is grouped under its rarest language, so rare classes keep their share. With
+    group_variants, spellings of one name that differ only in case, spaces or punctuation (O'Neill and Oneill,
+    Avak'Yan and Avakyan) then join the first split, in train, val, test order, that holds one of them, so no
+    held-out name has a variant in training.
+    """
+    languages_of: dict[str, list[str]] = defaultdict(list)
+    for name, language in pairs:
+        languages_of[name].append(language)
+    language_size = Counter(language for _, language in pairs)
+    strata: dict[str, list[str]] = defaultdict(list)
+    for name, languages in languages_of.items():
+        strata[min(languages, key=lambda lang: (language_size[lang], lang))].append(name)
+    rng = random.Random(seed)
+    names_in: dict[str, list[str]] = {"train": [], "val": [], "test": []}
+    for stratum in sorted(strata):
+        names = sorted(strata[stratum])
+        rng.shuffle(names)
+        n_val, n_test = (round(len(names) * f) for f in fractions[1:])
+        if len(names) >= 3:  # keep at least one name of each language in val and test when possible
+            n_val, n_test = max(n_val, 1), max(n_test, 1)
+        names_in["val"] += names[:n_val]
+        names_in["test"] += names[n_val : n_val + n_test]
+        names_in["train"] += names[n_val + n_test :]
+    if group_variants:
+        first: dict[str, str] = {}
+        for split, names in names_in.items():
+            for name in names:
+                first.setdefault(variant_key(name), split)
+        everything = [name for names in names_in.values() for name in names]
+        names_in = {split: [name for name in everything if first[variant_key(name)] == split] for split in names_in}
+    return {
+        split: sorted((name, lang) for name in names for lang in languages_of[name])
+        for split, names in names_in.items()
+    }
+
+
+class EncodedNames(EncodedRows):
+    """Names encoded once up front so the loader only slices tensors."""
+
+    def __init__(self, pairs: Sequence[tuple[str, str]], char_to_index: dict[str, int], labels: list[str]):
+        label_index = {label: i for i, label in enumerate(labels)}
+        self.names = [name for name, _ in pairs]
+        self.tokens, self.lengths = pad_batch([encode(name, char_to_index) for name in self.names])
+        self.targets = torch.tensor([label_index[lang] for _, lang in pairs], dtype=torch.long)
+        # Every language of each pair's name (a name's pairs always share a split): for soft targets and for
+        # accuracy that counts any of a name's languages as right.
+        languages_of: dict[str, list[int]] = defaultdict(list)
+        for name, lang in pairs:
+            languages_of[name].append(label_index[lang])
+        self.languages = torch.zeros(len(pairs), len(labels), dtype=torch.bool)
+        for row, name in enumerate(self.names):
+            self.languages[row, languages_of[name]] = True
+
+    def collate(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(tokens, lengths, targets, languages): languages[i, k] is True when language k is one of name i's."""
+        idx, tokens, lengths = self.rows(indices)
+        return tokens, lengths, self.targets[idx], self.languages[idx]
+
+
+class NamesDataModule(BucketedDataModule):
+    """Reads `<Language>.txt` files under `root`, splits leakage-free, and serves length-bucketed batches."""
+
+    def __init__(self, **settings: Any):
+        super().__init__()
+        self.config = config = NamesDataConfig(**settings)
+        self.root = Path(config.root) if config.root is not None else shipped_corpus()
+        self.url, self.download = config.url, config.download
+        self.normalize = config.normalize.value
+        self.split_fractions, self.split_seed = config.split_fractions, config.split_seed
+        self.batch_size, self.num_workers = config.batch_size, config.num_workers
+        self.splits: dict[str, list[tuple[str, str]]] = {}
+        self.fixed_vocab: list[str] | None = None
+        self.trained_on = "train"  # "train+val" once add_validation_to_training() ran (the refit)
+
+    def prepare_data(self) -> None:
+        if self.root.exists() and not self.root.is_dir():
+            raise UserError(f"data.root={self.root} is a file: pass the folder of <Language>.txt files")
+        if not (self.root.is_dir() and label_files(self.root)):
+            if not self.download:
+                state = "holds no <Language>.txt files" if self.root.is_dir() else "does not exist"
+                raise UserError(f"data.root={self.root} {state} and data.download=false: pass "
+                                "data.root=<folder of <Language>.txt files> or data.download=true")
+            download_corpus(self.root, self.url)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        pairs, self.corpus_sha256 = read_corpus(self.root, self.normalize)
+        self.labels = sorted({language for _, language in pairs})
+        if len(self.labels) < 2:
+            raise UserError(f"data.root={self.root} has one language file: a classifier needs at least two")
+        self.splits = split_by_name(pairs, self.split_fractions, self.split_seed)
+        if not self.splits["train"]:
+            raise UserError(f"data.root={self.root} is too small to split: add names")
+        # Fine-tuning sets fixed_vocab to the pretrained model's vocabulary before setup.
+        self.vocab = self.fixed_vocab or build_vocab([name for name, _ in self.splits["train"]])
+        char_to_index = {c: i for i, c in enumerate(self.vocab)}
+        self.datasets = {s: EncodedNames(p, char_to_index, self.labels) for s, p in self.splits.items()}
+
+    def add_validation_to_training(self) -> None:
+        """The refit's training set: train and validation pairs together, encoded with the vocabulary built from
+        train. The splits themselves (and split.json) keep saying which names were validation."""
+        char_to_index = {c: i for i, c in enumerate(self.vocab)}
+        pairs = sorted(self.splits["train"] + self.splits["val"])
+        self.datasets["train"] = EncodedNames(pairs, char_to_index, self.labels)
+        self.trained_on = TRAINED_ON
+
+    def class_weights(self, mode: str) -> list[float]:
+        """Loss weights per label from training counts: "balanced" = n / (k * count), "sqrt" = its square root."""
+        counts = Counter(language for _, language in self.splits["train"])
+        total = sum(counts.values())
+        weights = [total / (len(self.labels) * max(counts[label], 1)) for label in self.labels]
+        return [w**0.5 for w in weights] if mode == "sqrt" else weights
+
+    def class_prior(self) -> list[float]:
+        """Each label's share of the training pairs (at least one count each, so every log is finite)."""
+        counts = Counter(language for _, language in self.splits["train"])
+        total = sum(max(counts[label], 1) for label in self.labels)
+        return [max(counts[label], 1) / total for label in self.labels]
+
+    def manifest(self) -> dict:
+        """Everything needed to audit or rebuild the split: settings, counts, corpus hash, the names."""
+        counts = {s: dict(sorted(Counter(lang for _, lang in p).items())) for s, p in self.splits.items()}
+        multi = Counter(name for name, _ in (p for split in self.splits.values() for p in split))
+        return {
+            "root": str(self.root), "corpus_sha256": self.corpus_sha256, "normalize": self.normalize,
+            "split_fractions": self.split_fractions, "split_seed": self.split_seed, "labels": self.labels,
+            "sizes": {s: len(p) for s, p in self.splits.items()}, "counts": counts,
+            "names_with_several_languages": sum(1 for c in multi.values() if c > 1),
+            "spelling_variants": "share a split (same letters and digits, case folded: O'Neill, Oneill)",
+            "splits": {s: [list(pair) for pair in p] for s, p in self.splits.items()},
+            "trained_on": self.trained_on,
+        }
+
+    def state_dict(self) -> dict:
+        """Saved in every checkpoint: enough to rebuild the split and to notice a different corpus."""
+        state = {"corpus_sha256": self.corpus_sha256, "split_seed": self.split_seed,
+                 "split_fractions": list(self.split_fractions), "normalize": self.normalize}
+        if self.trained_on != "train":  # only the refit's checkpoint says so; resumable ones keep their old keys
+            state["trained_on"] = self.trained_on
+        return state
+
+    def corpus_setting(self) -> str:
+        return f"data.root={self.root}"

@@ -1,0 +1,225 @@
+"""CharRNN: one recurrent cell, written here, applied to every character with the same weights.
+
+The input projection of all timesteps is one matmul before the loop; only the recurrent product stays inside.
+With `capture=True` the forward pass records what is needed to split the cell's weight gradients into one
+contribution per use (timestep, nameorigin.model.capture), so callers can check that autograd's `.grad` is their sum.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nameorigin.config import Impl, ModelConfig, NetConfig, TransferShape, from_plain
+from nameorigin.model.bptt import CellLoop, final_state
+from nameorigin.model.capture import StepCapture
+from nameorigin.model.ngram import NgramHead
+from nameorigin.model.transfer_parts import TransferParts
+
+GATES = {"rnn": 1, "gru": 3, "lstm": 4}
+SHARED_WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+
+
+class RecurrentCell(nn.Module):
+    """Elman RNN (tanh), GRU or LSTM cell with torch's parameter layout, so weights copy to/from nn.RNN/GRU/LSTM."""
+
+    def __init__(self, kind: str, input_size: int, hidden_size: int):
+        super().__init__()
+        self.kind = str(kind)
+        self.hidden_size = hidden_size
+        rows = GATES[kind] * hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(rows, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(rows, hidden_size))
+        self.bias_ih = nn.Parameter(torch.empty(rows))
+        self.bias_hh = nn.Parameter(torch.empty(rows))
+        bound = 1 / math.sqrt(hidden_size)
+        for weight in self.parameters():
+            nn.init.uniform_(weight, -bound, bound)
+
+    def step(self, gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor,
+             c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One timestep from the input projection `gi` and the recurrent projection `gh` (biases included).
+        The reference statement of each cell's equations: bptt.py's fused forms and export.py's scan are tested
+        against it. The state is always (h, c); only the LSTM uses c."""
+        if self.kind == "rnn":
+            return torch.tanh(gi + gh), c
+        if self.kind == "gru":
+            i_r, i_z, i_n = gi.chunk(3, dim=1)
+            h_r, h_z, h_n = gh.chunk(3, dim=1)
+            reset, update = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+            candidate = torch.tanh(i_n + reset * h_n)
+            return candidate + update * (h - candidate), c
+        i, f, g, o = (gi + gh).chunk(4, dim=1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+
+def sort_longest_first(tokens: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The batch sorted longest first (so each step touches only the names still running), the order that undoes
+    it, and how many names run at each step."""
+    lengths = lengths.to(tokens.device)
+    order = torch.argsort(lengths, descending=True, stable=True)
+    tokens, lengths = tokens[order], lengths[order]
+    steps = torch.arange(tokens.shape[1], device=tokens.device)
+    batch_sizes = (lengths[None, :] > steps[:, None]).sum(1).tolist()
+    return tokens, lengths, torch.argsort(order), batch_sizes
+
+
+def autograd_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor,
+                  record: StepCapture | None) -> torch.Tensor:
+    """model.impl=autograd, the reference: the cell's own step in a plain loop that autograd records."""
+    cell = net.cell
+    gi, x = net.input_projection(tokens, record is not None)  # every timestep's input projection in one go
+    if record is not None:
+        record.inputs = x.detach()
+        record.watch_input_projection(gi)
+    h = c = gi.new_zeros(tokens.shape[0], cell.hidden_size)
+    active = torch.arange(tokens.shape[1], device=tokens.device)[None, :] < lengths.to(tokens.device)[:, None]
+    for t in range(tokens.shape[1]):
+        gh = F.linear(h, cell.weight_hh, cell.bias_hh)
+        if record is not None:
+            record.watch_step(t, h, gh)
+        h_new, c_new = cell.step(gi[:, t], gh, h, c)
+        keep = active[:, t, None]  # finished names keep their last state; padding adds no gradient
+        h, c = torch.where(keep, h_new, h), torch.where(keep, c_new, c)
+    return h
+
+
+def bptt_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor, record: StepCapture | None) -> torch.Tensor:
+    """model.impl=bptt: bptt.CellLoop, the hand-written backward, on the batch sorted longest first."""
+    tokens, lengths, unsort, batch_sizes = sort_longest_first(tokens, lengths)
+    cell = net.cell
+    fold = cell.kind != "gru"  # rnn/lstm gates see gi + gh: bias_hh joins the input projection
+    # Time-major from the start ([T, B, ...]), so the loop's per-step slices need no transposed copy.
+    gi, x = net.input_projection(tokens.t(), record is not None, fold_recurrent_bias=fold)
+    if record is not None:
+        record.lengths, record.inputs = lengths.detach(), x.detach().transpose(0, 1)
+        record.watch_input_projection(gi, time_major=True)
+    final = CellLoop.apply(gi, cell.weight_hh, None if fold else cell.bias_hh, cell.kind, lengths, batch_sizes,
+                           record)
+    return final[unsort]
+
+
+LOOPS: dict[str, Callable[..., torch.Tensor]] = {Impl.autograd: autograd_loop, Impl.bptt: bptt_loop}
+
+
+class CharRNN(nn.Module):
+    """Embedding (or one-hot) -> one recurrent cell looped over characters -> linear head on the last state,
+    plus (ngram_buckets > 0) a hashed character n-gram head whose scores add to the logits. Fine-tuning composes
+    its parts (nameorigin.model.transfer_parts) around this core: extra head inputs and extra evidence.
+
+    In eval mode the logits pass through the decision layer kept as buffers, so the checkpoint carries it:
+    `logit_offset` (post-hoc logit adjustment, -tau * log prior) and `temperature` (fitted on validation)."""
+
+    def __init__(self, config: NetConfig, vocab_size: int, num_classes: int, transfer: TransferParts | None = None):
+        super().__init__()
+        self.config, self.vocab_size = config, vocab_size
+        hidden, embedding_dim = config.hidden_size, config.embedding_dim
+        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0) if embedding_dim else None
+        self.cell = RecurrentCell(config.cell, embedding_dim or vocab_size, hidden)
+        self.loop = LOOPS[config.impl]  # the training loop, chosen once
+        self.input_dropout = nn.Dropout(config.input_dropout)  # on each character's vector
+        self.dropout = nn.Dropout(config.dropout)
+        self.transfer = transfer
+        self.head = nn.Linear(hidden + (transfer.feature_size if transfer else 0), num_classes)
+        self.ngram = NgramHead(vocab_size, num_classes, config.ngram_buckets, config.ngram_max) \
+            if config.ngram_buckets else None
+        self.register_buffer("logit_offset", torch.zeros(num_classes))
+        self.register_buffer("temperature", torch.ones(()))
+        self.capture: StepCapture | None = None
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False) -> torch.Tensor:
+        """tokens: [B, T] right-padded indices, lengths: [B]. Raw logits in training, decided ones in eval."""
+        h = self.encode(tokens, lengths, capture)
+        logits = self.readout(h, tokens, lengths)
+        return logits if self.training else self.decide(logits)
+
+    def encode(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False) -> torch.Tensor:
+        """Final hidden state of each name, taken at its own last character.
+
+        Under mixed precision (trainer=gpu's bf16-mixed) the recurrence still runs in the weights' dtype: bptt.py's
+        buffers are allocated in it, a bf16 state would be rounded again at every character, and the
+        gradient-accumulation check compares float32 sums. Only the heads after it run in bf16."""
+        with torch.autocast(tokens.device.type, enabled=False):
+            if not (capture or torch.is_grad_enabled() or self.dropping_inputs):
+                return self.inference_state(tokens, lengths)
+            record = StepCapture(lengths.detach()) if capture else None
+            h = self.loop(self, tokens, lengths, record)
+            self.capture = record
+            return h
+
+    def inference_state(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """No graph to record: bptt.final_state, the in-place loop over the batch sorted longest first."""
+        tokens, _, unsort, batch_sizes = sort_longest_first(tokens, lengths)
+        cell = self.cell
+        table = self.projection_table(cell.bias_ih)
+        return final_state(cell.kind, table, tokens.t(), cell.weight_hh, cell.bias_hh, batch_sizes)[unsort]
+
+    def readout(self, h: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Raw logits from the last state (and, for the n-gram head and known names, the tokens)."""
+        features = self.dropout(h)
+        source = self.transfer.features(h, tokens, lengths) if self.transfer is not None else None
+        if source is not None:
+            features = torch.cat([features, source], dim=-1)
+        logits = self.head(features)
+        if self.ngram is not None:
+            logits = logits + self.ngram(tokens, lengths)
+        evidence = self.transfer.evidence(tokens, lengths) if self.transfer is not None else None
+        return logits if evidence is None else logits + evidence
+
+    def decide(self, logits: torch.Tensor) -> torch.Tensor:
+        """The decision layer: adjusted for the class prior, then temperature-scaled."""
+        return (logits + self.logit_offset) / self.temperature
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        if self.embedding is not None:
+            return self.input_dropout(self.embedding(tokens))
+        return self.input_dropout(F.one_hot(tokens, self.vocab_size).to(self.head.weight.dtype))
+
+    @property
+    def dropping_inputs(self) -> bool:
+        """Input dropout is active, so x_t is no longer a fixed row per character."""
+        return self.training and self.input_dropout.p > 0
+
+    def input_projection(self, tokens: torch.Tensor, keep_inputs: bool,
+                         fold_recurrent_bias: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x_t W_ih^T + b_ih for every timestep at once (plus b_hh when folding it, see bptt.py), and x itself
+        when `keep_inputs` (for capture). Without input dropout each x_t is a row of a fixed table (the embedding,
+        or the identity for one-hot), so this is a lookup into the projected table: vocab-many products instead
+        of one per character, with the same gradients."""
+        cell = self.cell
+        bias = cell.bias_ih + cell.bias_hh if fold_recurrent_bias else cell.bias_ih
+        if not self.dropping_inputs:
+            return F.embedding(tokens, self.projection_table(bias)), (self.embed(tokens) if keep_inputs else None)
+        x = self.embed(tokens)
+        return F.linear(x, cell.weight_ih, bias), x
+
+    def projection_table(self, bias: torch.Tensor) -> torch.Tensor:
+        """[vocab, G*H]: each character's x W_ih^T + bias."""
+        vocab = torch.arange(self.vocab_size, device=bias.device)
+        return F.linear(self.embed(vocab), self.cell.weight_ih, bias)
+
+
+def build_net(config: NetConfig, vocab_size: int, num_classes: int,
+              transfer: TransferShape | None = None) -> CharRNN:
+    """The core network and, for a fine-tuned model, the parts composed around it."""
+    parts = None
+    if transfer:
+        parts = TransferParts(transfer, vocab_size, config.hidden_size, num_classes, config.ngram_max,
+                              getattr(config, "evidence_hidden", 0))
+    return CharRNN(config, vocab_size, num_classes, parts)
+
+
+def net_from_checkpoint(checkpoint: dict) -> CharRNN:
+    """The network a checkpoint describes, with its weights."""
+    hp = checkpoint["hyper_parameters"]
+    transfer = TransferShape(**hp["transfer"]) if hp.get("transfer") else None
+    net = build_net(from_plain(ModelConfig, hp["config"]), len(hp["vocab"]), len(hp["labels"]), transfer)
+    prefix = "net."
+    net.load_state_dict({k[len(prefix):]: v for k, v in checkpoint.get("state_dict", {}).items()
+                         if k.startswith(prefix)})
+    return net

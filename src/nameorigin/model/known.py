@@ -1,0 +1,103 @@
+"""Known-name evidence: when a name is one of the names-dataset surnames, the share of people carrying it per
+country, looked up inside the model from its tokens.
+
+The key is the name's letters, lower-cased, with everything else dropped ("O'Neill" and "ONeill" meet
+"O Neill"), fingerprinted with two 31-bit polynomial hashes. The table is a sorted tensor of fingerprints plus
+each name's top countries and shares, so the lookup is a `searchsorted`: tensor ops only, and the checkpoint
+carries the table (the Predictor needs nothing else). Unknown names get all-zero shares and found = 0.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nameorigin.model.ngram import PRIME
+
+SECOND_PRIME = 2_147_483_629
+BASES = (131, 137)
+MAX_STEPS = 65  # powers for names up to 64 characters
+TOP = 10
+
+
+def name_key(name: str) -> str:
+    """What the lookup matches on, as a string: the name's ASCII letters, lower-cased."""
+    return "".join(c.lower() for c in name if c.isascii() and c.isalpha())
+
+
+def letter_codes(vocab: list[str]) -> torch.Tensor:
+    """Per vocabulary entry: 1..26 for a letter (either case), 0 for anything else (dropped from the key)."""
+    return torch.tensor([ord(c.lower()) - 96 if len(c) == 1 and c.isascii() and c.isalpha() else 0 for c in vocab])
+
+
+def powers(base: int, prime: int) -> torch.Tensor:
+    values = [1]
+    for _ in range(MAX_STEPS):
+        values.append(values[-1] * base % prime)
+    return torch.tensor(values)
+
+
+class KnownNames(nn.Module):
+    """Maps (tokens, lengths) to [B, countries + 1]: the name's country shares and a found flag."""
+
+    def __init__(self, vocab_size: int, countries: int, size: int):
+        super().__init__()
+        self.countries = countries
+        self.register_buffer("codes", torch.zeros(vocab_size, dtype=torch.long))  # set by fill() or a checkpoint
+        self.register_buffer("powers", torch.stack([powers(BASES[0], PRIME), powers(BASES[1], SECOND_PRIME)]))
+        self.register_buffer("fingerprints", torch.zeros(size, dtype=torch.long))
+        self.register_buffer("top_index", torch.full((size, TOP), 255, dtype=torch.uint8))
+        self.register_buffer("top_share", torch.zeros(size, TOP, dtype=torch.float16))
+
+    def fingerprint(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """[B] int64 fingerprint of each name's lower-cased letters; 0 for a name without letters."""
+        steps = torch.arange(tokens.shape[1], device=tokens.device)
+        codes = self.codes[tokens] * (steps[None, :] < lengths.to(tokens.device)[:, None])
+        kept = (codes > 0).long()
+        rank = kept.flip(1).cumsum(1).flip(1) - kept  # letters after this one: the power of its base
+        first = (codes * self.powers[0][rank]).sum(1) % PRIME
+        second = (codes * self.powers[1][rank]).sum(1) % SECOND_PRIME
+        return (first * (1 << 31) + second) * (kept.sum(1) > 0)
+
+    @torch.no_grad()
+    def fill(self, vocab: list[str], names: list[str], top_index: torch.Tensor, top_share: torch.Tensor,
+             batch_size: int = 65536) -> int:
+        """Build the table from names and their top countries/shares; names whose key repeats keep their first
+        row. Returns the number of rows kept."""
+        self.codes = letter_codes(vocab)
+        index = {c: i for i, c in enumerate(vocab)}
+        parts = []
+        for start in range(0, len(names), batch_size):
+            chunk = [[index.get(c, 1) for c in name] for name in names[start : start + batch_size]]
+            lengths = torch.tensor([len(c) for c in chunk])
+            tokens = torch.zeros(len(chunk), int(lengths.max()), dtype=torch.long)
+            for row, codes in enumerate(chunk):
+                tokens[row, : len(codes)] = torch.tensor(codes)
+            parts.append(self.fingerprint(tokens, lengths))
+        fingerprints = torch.cat(parts)
+        order = torch.argsort(fingerprints, stable=True)
+        ordered = fingerprints[order]
+        first = torch.ones_like(ordered, dtype=torch.bool)
+        first[1:] = ordered[1:] != ordered[:-1]
+        keep = order[first & (ordered != 0)]
+        self.fingerprints = fingerprints[keep].clone()
+        self.top_index = top_index[keep].to(torch.uint8)
+        self.top_share = top_share[keep].to(torch.float16)
+        return len(keep)
+
+    def lookup(self, tokens: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(row of the table, found) per name."""
+        key = self.fingerprint(tokens, lengths)
+        row = torch.searchsorted(self.fingerprints, key).clamp(max=max(len(self.fingerprints) - 1, 0))
+        found = (self.fingerprints[row] == key) & (key != 0) if len(self.fingerprints) else key < 0
+        return row, found
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        if not len(self.fingerprints):
+            return tokens.new_zeros(tokens.shape[0], self.countries + 1, dtype=torch.float32)
+        row, found = self.lookup(tokens, lengths)
+        slots = self.top_index[row].long().clamp(max=self.countries)  # 255 (no country) -> the spare column
+        dense = torch.zeros(tokens.shape[0], self.countries + 1, device=tokens.device)
+        dense = dense.scatter_add(1, slots, self.top_share[row].float())
+        dense = dense * found[:, None]
+        return torch.cat([dense[:, :-1], found[:, None].float()], dim=1)

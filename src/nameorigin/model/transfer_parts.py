@@ -1,0 +1,49 @@
+"""What fine-tuning composes around the core CharRNN (nameorigin.training.transfer fills it from a pretrained
+checkpoint):
+the pretrained country head, whose distribution joins the last state as input of the language head, and the
+known-name table, whose country shares for a name found there add evidence to the logits."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nameorigin.config import TransferShape
+from nameorigin.model.known import KnownNames
+from nameorigin.model.ngram import NgramHead
+
+
+class TransferParts(nn.Module):
+    def __init__(self, shape: TransferShape, vocab_size: int, hidden_size: int, num_classes: int, ngram_max: int,
+                 evidence_hidden: int = 0):
+        super().__init__()
+        classes = shape.source_classes
+        self.feature_size = classes  # extra inputs of the language head
+        self.source_head = nn.Linear(hidden_size, classes) if classes else None
+        self.source_ngram = NgramHead(vocab_size, classes, shape.source_ngram_buckets, ngram_max) \
+            if classes and shape.source_ngram_buckets else None
+        self.known = self.evidence_head = None
+        if shape.known_names:
+            self.known = KnownNames(vocab_size, shape.known_countries, shape.known_names)
+            # A hidden layer lets the evidence combine countries (a share of both GB and IE is not the sum of each).
+            evidence_in = shape.known_countries + 1
+            self.evidence_head = nn.Sequential(nn.Linear(evidence_in, evidence_hidden), nn.ReLU(),
+                                               nn.Linear(evidence_hidden, num_classes)) if evidence_hidden \
+                else nn.Linear(evidence_in, num_classes)
+
+    def pretrained_modules(self) -> list[nn.Module]:
+        """The modules loaded from the pretrained checkpoint (they may learn at a lower rate)."""
+        return [m for m in (self.source_head, self.source_ngram) if m is not None]
+
+    def features(self, h: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor | None:
+        """The pretrained country model's distribution, or None without a country head."""
+        if self.source_head is None:
+            return None
+        source = self.source_head(h)
+        if self.source_ngram is not None:
+            source = source + self.source_ngram(tokens, lengths)
+        return source.softmax(-1)
+
+    def evidence(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor | None:
+        """Logits from the exact name's country shares, or None without a known-name table."""
+        return None if self.known is None else self.evidence_head(self.known(tokens, lengths))

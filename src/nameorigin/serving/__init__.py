@@ -1,0 +1,1 @@
+"""Serving: the Predictor (checkpoints and exported programs), export, tables."""

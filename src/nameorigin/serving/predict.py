@@ -1,0 +1,208 @@
+"""Predictor: answers from a checkpoint alone (vocab, labels, model args are inside), loaded weights-only.
+
+Imports only torch and the model, so a one-name prediction starts fast; no Lightning, no Hydra.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from nameorigin.base.checkpoint_io import load_checkpoint
+from nameorigin.base.errors import UserError
+from nameorigin.base.textnorm import UNK, normalize_name
+from nameorigin.model.calibration import level_key, prediction_sets
+from nameorigin.model.charrnn import CharRNN, net_from_checkpoint
+from nameorigin.serving.export import ExportedNet
+
+MAX_NAME_LENGTH = 64  # longer input is not a name (the corpus' longest has 20 characters): it is explained, not cut
+EXPORTED_SUFFIXES = (".pt2", ".onnx")
+BATCH_SIZE = 1024  # names per forward pass: the fastest of 512/1024/2048 here (GRU 256, 2 CPU threads)
+
+
+
+@dataclass(slots=True)
+class Prediction:
+    name: str
+    predictions: list[tuple[str, float]] = field(default_factory=list)  # (language, probability), best first
+    error: str | None = None
+    prediction_set: list[str] | None = None  # with a coverage level: the conformal set, most probable first
+    label_names: dict[str, str] | None = None  # a country model's ISO code -> country name
+
+    def as_dict(self) -> dict:
+        result = {"name": self.name,
+                  "predictions": [{"language": lang, "probability": round(p, 6)} for lang, p in self.predictions]}
+        if self.label_names:
+            for entry in result["predictions"]:
+                entry["label_name"] = self.label_names.get(entry["language"], "")
+        if self.prediction_set is not None:
+            result["prediction_set"] = self.prediction_set
+        if self.error:
+            result["error"] = self.error
+        return result
+
+
+class Predictor:
+    """Batched top-k language prediction for names, with calibrated probabilities and prediction sets when the
+    checkpoint holds them (`calibrated=False` gives the probabilities before temperature scaling)."""
+
+    def __init__(self, net: CharRNN | ExportedNet, vocab: Sequence[str], labels: Sequence[str],
+                 normalize: str = "ascii", device: str = "cpu", data_settings: dict | None = None,
+                 calibration: dict | None = None, calibrated: bool = True, label_names: Sequence[str] | None = None,
+                 model_card: str | None = None):
+        self.net, self.vocab, self.labels, self.normalize = net.eval(), list(vocab), list(labels), normalize
+        self.model_card = model_card  # MODEL_CARD.md, carried into exports
+        self.data_settings = data_settings or {}  # split settings + corpus hash, for evaluate()
+        self.calibration = calibration or {}  # temperature (already inside the model) and conformal thresholds
+        self.label_names = dict(zip(self.labels, label_names, strict=True)) if label_names else None
+        # The model divides by the fitted temperature; multiplying by it again undoes the scaling on request.
+        self.undo_temperature = 1.0 if calibrated else float(self.calibration.get("temperature", 1.0))
+        self.char_to_index = {c: i for i, c in enumerate(self.vocab)}
+        self.device = torch.device(resolve_device(device))
+        self.net.to(self.device)
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, device: str = "cpu", calibrated: bool = True) -> Predictor:
+        checkpoint = load_checkpoint(path)
+        hp = checkpoint["hyper_parameters"]
+        try:
+            net = net_from_checkpoint(checkpoint)
+        except (RuntimeError, TypeError):
+            raise UserError(f"checkpoint {path} does not match its own model settings: it is damaged or "
+                            "from another version; retrain or pick another .ckpt") from None
+        return cls(net, hp["vocab"], hp["labels"], hp["config"]["normalize"], device,
+                   checkpoint.get("NamesDataModule"), checkpoint.get("calibration"), calibrated, hp.get("label_names"),
+                   checkpoint.get("model_card"))
+
+    @classmethod
+    def from_exported(cls, path: str | Path, calibrated: bool = True) -> Predictor:
+        """A .pt2 (torch.export) or .onnx program written by scripts/export.py, with its .json sidecar."""
+        path = Path(path)
+        meta = read_sidecar(path)
+        try:
+            net = ExportedNet(path)
+        except ImportError as error:
+            raise UserError(f"reading {path.name} needs {error.name}: pip install -e '.[export]'") from None
+        except Exception as error:  # a damaged or foreign file, whatever the runtime raises for it
+            raise UserError(f"exported model {path} could not be read ({type(error).__name__}): "
+                               "export it again") from None
+        return cls(net, meta["vocab"], meta["labels"], meta.get("normalize", "ascii"), "cpu", meta.get("data_settings"),
+                   meta.get("calibration"), calibrated, meta.get("label_names"), meta.get("model_card"))
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "cpu", calibrated: bool = True) -> Predictor:
+        """A training checkpoint (.ckpt) or an exported program (.pt2 or .onnx, with a .json sidecar)."""
+        if Path(path).suffix in EXPORTED_SUFFIXES:
+            return cls.from_exported(path, calibrated)
+        return cls.from_checkpoint(path, device, calibrated)
+
+    def set_threshold(self, coverage: float) -> float:
+        """The conformal threshold stored for this coverage level; a clear error for any other level."""
+        if self.undo_temperature != 1.0:
+            raise UserError("--coverage sets are fitted on the calibrated probabilities: drop --uncalibrated")
+        levels = self.calibration.get("conformal", {})
+        if not levels:
+            raise UserError(f"--coverage {coverage:g}: this model stores no prediction-set levels (it was trained "
+                               "with calibration.enabled=false); drop --coverage")
+        if level_key(coverage) not in levels:
+            raise UserError(f"--coverage {coverage:g} is not a level stored in this model: choose one of "
+                               f"{', '.join(levels)}")
+        return float(levels[level_key(coverage)])
+
+    def encode(self, name: str) -> tuple[list[int], str | None]:
+        """Indices for one raw name, or an explanation of why it cannot be answered."""
+        clean = normalize_name(name, self.normalize)
+        if not clean:
+            return [], "no usable character after normalization"
+        if len(clean) > MAX_NAME_LENGTH:
+            return [], f"longer than {MAX_NAME_LENGTH} characters: not one name"
+        unk, lookup = self.char_to_index[UNK], self.char_to_index.get
+        codes = [lookup(c, unk) for c in clean]
+        if codes.count(unk) == len(codes):
+            return [], "no character the model knows"
+        return codes, None
+
+    @torch.inference_mode()
+    def probabilities(self, encoded: Sequence[Sequence[int]], batch_size: int = BATCH_SIZE) -> torch.Tensor:
+        """Softmax over languages for pre-encoded names, batched by similar length."""
+        out = torch.empty(len(encoded), len(self.labels))
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            lengths = torch.tensor([len(encoded[i]) for i in rows])
+            tokens = torch.zeros(len(rows), int(lengths.max()), dtype=torch.long)
+            # Row-major mask order matches the concatenated names: one tensor copy per batch.
+            tokens[torch.arange(tokens.shape[1])[None, :] < lengths[:, None]] = torch.tensor(
+                list(itertools.chain.from_iterable(encoded[i] for i in rows)), dtype=torch.long)
+            logits = self.net(tokens.to(self.device), lengths.to(self.device)).float()
+            out[rows] = (logits * self.undo_temperature).softmax(-1).cpu()
+        return out
+
+    def predict(self, names: Iterable[str], top_k: int = 3, batch_size: int = BATCH_SIZE,
+                coverage: float | None = None) -> list[Prediction]:
+        """Top-k languages per name and, with `coverage`, the conformal prediction set at that level."""
+        if top_k < 1:
+            raise UserError(f"--top-k {top_k} must be at least 1")
+        threshold = None if coverage is None else self.set_threshold(coverage)
+        names = list(names)
+        encoded = [self.encode(name) for name in names]
+        good = [codes for codes, error in encoded if error is None]
+        probs = self.probabilities(good, batch_size)
+        top = probs.topk(min(top_k, len(self.labels)), dim=-1) if good else None
+        rows = iter(zip(top.values.tolist(), top.indices.tolist(), strict=True)) if good else iter(())
+        sets = iter(self._sets(probs, threshold)) if threshold is not None and good else None
+        labels, results = self.labels, []
+        for name, (_, error) in zip(names, encoded, strict=True):
+            if error is not None:
+                results.append(Prediction(name, [], error))
+                continue
+            values, indices = next(rows)
+            results.append(Prediction(name, [(labels[j], p) for p, j in zip(values, indices, strict=True)],
+                                      prediction_set=None if sets is None else next(sets),
+                                      label_names=self.label_names))
+        return results
+
+    def _sets(self, probs: torch.Tensor, threshold: float) -> list[list[str]]:
+        members = prediction_sets(probs, threshold)
+        order = probs.argsort(-1, descending=True)
+        ranked = members.gather(1, order)
+        return [[self.labels[j] for j, keep in zip(row, flags, strict=True) if keep]
+                for row, flags in zip(order.tolist(), ranked.tolist(), strict=True)]
+
+
+def read_sidecar(path: str | Path) -> dict:
+    """The .json written beside an exported program: vocabulary, labels, calibration, split settings, card."""
+    path = Path(path)
+    sidecar = path.with_suffix(".json")
+    if not path.is_file() or not sidecar.is_file():
+        raise UserError(f"exported model {path} or its sidecar {sidecar.name} is missing: run scripts/export.py")
+    try:
+        return json.loads(sidecar.read_text())
+    except (ValueError, OSError) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise UserError(f"exported model {path} could not be read ({type(error).__name__}): "
+                           "export it again") from None
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise UserError(f"--device {device}: use cpu, cuda or auto")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"--device {device} but no CUDA device is available: use --device cpu")
+    return device
+
+
+def newest_checkpoint(outputs: str | Path = "outputs", name: str = "best.ckpt") -> Path:
+    """The newest run's model: its refit.ckpt (nameorigin.training.refit) when it has one, else its best.ckpt."""
+    found = list(Path(outputs).glob(f"**/checkpoints/{name}"))
+    if not found:
+        raise UserError(f"no {name} under {outputs}/: train first or pass a checkpoint path")
+    newest = max(found, key=lambda p: p.stat().st_mtime)
+    refit = newest.with_name("refit.ckpt")
+    return refit if name == "best.ckpt" and refit.is_file() else newest

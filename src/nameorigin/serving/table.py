@@ -1,0 +1,91 @@
+"""Predictions for a column of a CSV/TSV table, streamed: every input row comes back, in order, with its own
+columns untouched and prediction columns appended. A blank or unusable cell gets empty prediction columns and a
+reason; no row is ever dropped or shifted."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+from nameorigin.base.errors import UserError
+from nameorigin.serving.predict import BATCH_SIZE, Prediction, Predictor
+
+CHUNK_ROWS = 4096  # rows read, predicted and written at a time: memory stays flat whatever the file size
+# What spreadsheets, pandas and databases write for an empty cell: a missing value, not a name.
+MISSING_MARKERS = {"NaN", "nan", "NULL", "null", "N/A", "#N/A", "None", "<NA>"}
+
+
+def delimiter_for(path: str | Path, given: str | None = None) -> str:
+    if given:
+        return "\t" if given in ("tab", "\\t") else given
+    return "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
+
+
+def prediction_columns(top_k: int, coverage: float | None) -> list[str]:
+    columns = ["pred_language", "pred_probability"]
+    for rank in range(2, top_k + 1):
+        columns += [f"pred_language_{rank}", f"pred_probability_{rank}"]
+    if coverage is not None:
+        columns.append(f"pred_set_{coverage * 100:g}")
+    return [*columns, "pred_reason"]
+
+
+def prediction_cells(prediction: Prediction, top_k: int, coverage: float | None) -> list[str]:
+    cells = []
+    for rank in range(top_k):
+        if rank < len(prediction.predictions):
+            language, probability = prediction.predictions[rank]
+            cells += [language, f"{probability:.6f}"]
+        else:
+            cells += ["", ""]
+    if coverage is not None:
+        cells.append("|".join(prediction.prediction_set or []))
+    return [*cells, prediction.error or ""]
+
+
+def read_rows(stream: TextIO, delimiter: str) -> Iterator[list[str]]:
+    csv.field_size_limit(2**31 - 1)  # a huge cell is an unusable name to explain, not a crash
+    yield from csv.reader(stream, delimiter=delimiter)
+
+
+def predict_table(predictor: Predictor, source: str | Path, column: str, out: TextIO, delimiter: str | None = None,
+                  top_k: int = 1, coverage: float | None = None, batch_size: int = BATCH_SIZE) -> int:
+    """Stream `source` to `out` with prediction columns appended; returns the number of data rows written."""
+    separator = delimiter_for(source, delimiter)
+    if coverage is not None:
+        predictor.set_threshold(coverage)  # an unknown level fails before any output
+    try:
+        with open(source, encoding="utf-8-sig", newline="") as stream:  # utf-8-sig drops a leading BOM
+            rows = read_rows(stream, separator)
+            header = next(rows, None)
+            if not header:
+                raise UserError(f"--file {source} has no header row: the first line must name the columns")
+            if column not in header:
+                raise UserError(f"--column {column!r} is not in the header of {source}: choose one of "
+                                   f"{', '.join(map(repr, header))}")
+            index, width = header.index(column), len(header)
+            writer = csv.writer(out, delimiter=separator, lineterminator="\n")
+            writer.writerow([*header, *prediction_columns(top_k, coverage)])
+            written = 0
+            while chunk := list(itertools.islice(rows, CHUNK_ROWS)):
+                chunk = [row + [""] * (width - len(row)) for row in chunk]  # short rows keep the columns aligned
+                cells = [row[index] for row in chunk]
+                answers = predictor.predict(["" if cell in MISSING_MARKERS else cell for cell in cells], top_k,
+                                            batch_size, coverage)
+                for row, cell, answer in zip(chunk, cells, answers, strict=True):
+                    if cell in MISSING_MARKERS:
+                        answer = Prediction(cell, [], f"missing-value marker {cell!r}")
+                    writer.writerow([*row, *prediction_cells(answer, top_k, coverage)])
+                written += len(chunk)
+    except FileNotFoundError:
+        raise UserError(f"--file {source} does not exist: pass an existing CSV or TSV file") from None
+    except (IsADirectoryError, PermissionError) as error:  # not OSError: a closed stdout must reach the caller
+        raise UserError(f"--file {source} cannot be read ({error.strerror}): pass a CSV or TSV file") from None
+    except UnicodeDecodeError as error:
+        raise UserError(f"--file {source} is not UTF-8 ({error.reason}): re-save it as UTF-8") from None
+    except csv.Error as error:
+        raise UserError(f"--file {source} is not a readable table ({error}): check its quoting") from None
+    return written

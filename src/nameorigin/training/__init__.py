@@ -1,0 +1,1 @@
+"""Training: the LightningModule, callbacks and dashboard, calibration fit, refit, model card, pipeline."""

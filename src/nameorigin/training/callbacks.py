@@ -1,0 +1,143 @@
+"""GradAccumulationLogger: shows, live, that the reused cell's gradient is the sum of one contribution per use.
+
+Every `every_n_steps` optimizer steps the module's forward records per-timestep tensors (CharRNN capture);
+after that backward this callback splits each shared weight's gradient by distance from the name's last
+character, checks that the pieces add up to what this backward added to `.grad`, and logs it all under
+`grad_accum/`. It only reads: training itself is unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import Callback
+from pytorch_lightning.loggers import TensorBoardLogger
+
+from nameorigin.base.errors import UserError
+from nameorigin.model.charrnn import SHARED_WEIGHTS
+from nameorigin.training.plots import figure_to_writer, heatmap_figure, partial_sum_figure
+
+log = logging.getLogger(__name__)
+
+
+def gradient_horizon(norms: torch.Tensor, mass: float = 0.9) -> int:
+    """Smallest number of final characters whose contributions hold `mass` of the summed norm."""
+    shares = torch.cumsum(norms, 0) / norms.sum().clamp_min(1e-30)
+    return int(torch.searchsorted(shares, shares.new_tensor(mass) - 1e-12).item()) + 1
+
+
+class GradAccumulationLogger(Callback):
+    """Logs per-timestep gradient contributions of the cell's shared weights and checks their sum."""
+
+    def __init__(self, every_n_steps: int = 50, tolerance: float = 1e-5, horizon_mass: float = 0.9,
+                 max_distance: int = 20):
+        if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int) or every_n_steps < 1:
+            raise UserError(f"callbacks.grad_accumulation.every_n_steps={every_n_steps!r} must be a whole number >= 1")
+        self.every_n_steps, self.tolerance = every_n_steps, tolerance
+        self.horizon_mass, self.max_distance = horizon_mass, max_distance
+        self.history: list[dict[str, Any]] = []  # one entry per inspected step, kept for the epoch-end images
+        self.max_residual = 0.0
+        self._last_captured_step = -1
+        self._rendered = 0
+        self._grad_before: dict[str, torch.Tensor | None] | None = None
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        step = trainer.global_step
+        if step % self.every_n_steps == 0 and step != self._last_captured_step:
+            self._last_captured_step = step
+            pl_module.capture_next_step = True
+
+    def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:
+        if pl_module.net.capture is None:
+            return
+        # With accumulate_grad_batches > 1, .grad already holds earlier batches: compare only what this adds.
+        cell = pl_module.net.cell
+        self._grad_before = {n: None if getattr(cell, n).grad is None else getattr(cell, n).grad.detach().clone()
+                             for n in SHARED_WEIGHTS}
+
+    def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        capture, before = pl_module.net.capture, self._grad_before
+        if capture is None or before is None:
+            return
+        pl_module.net.capture, self._grad_before = None, None
+        pieces = capture.contributions()
+        record: dict[str, Any] = {"step": trainer.global_step, "mean_length": float(capture.lengths.float().mean())}
+        for name in SHARED_WEIGHTS:
+            grad = getattr(pl_module.net.cell, name).grad.detach()
+            added = grad if before[name] is None else grad - before[name]
+            per_use = pieces[name].to(added.dtype)
+            total = per_use.sum(0)
+            if trainer.world_size > 1:  # DDP averages .grad across ranks during backward: average the sums too
+                total = trainer.strategy.reduce(total, reduce_op="mean")
+            residual = float((total - added).norm() / added.norm().clamp_min(1e-30))
+            norms = per_use.flatten(1).norm(dim=1)
+            partial = torch.cumsum(per_use, 0).flatten(1).norm(dim=1) / added.norm().clamp_min(1e-30)
+            record[name] = {"residual": residual, "norms": norms.cpu(), "partial": partial.cpu(),
+                            "horizon": gradient_horizon(norms, self.horizon_mass),
+                            "last_char_share": float(norms[0] / norms.sum().clamp_min(1e-30))}
+            self.max_residual = max(self.max_residual, residual)
+            if not residual < self.tolerance:
+                log.warning("grad_accum check failed at step %d: %s residual %.3g > %.1g",
+                            trainer.global_step, name, residual, self.tolerance)
+        self.history.append(record)
+        if trainer.is_global_zero:
+            self._write_scalars(trainer, record)
+
+    def _write_scalars(self, trainer: pl.Trainer, record: dict[str, Any]) -> None:
+        writer = tensorboard_writer(trainer)
+        if writer is None:
+            return
+        step = record["step"]
+        for name in SHARED_WEIGHTS:
+            entry = record[name]
+            writer.add_scalar(f"grad_accum/{name}/residual", entry["residual"], step)
+            writer.add_scalar(f"grad_accum/{name}/horizon90", entry["horizon"], step)
+            writer.add_scalar(f"grad_accum/{name}/last_char_share", entry["last_char_share"], step)
+            norms = entry["norms"].double()
+            distances = torch.arange(len(norms), dtype=torch.float64)
+            # A histogram over distance-from-end whose bucket heights are the contributions' norms.
+            writer.add_histogram_raw(
+                f"grad_accum/{name}/norm_by_distance", min=0.0, max=float(len(norms) - 1),
+                num=float(norms.sum()), sum=float((norms * distances).sum()),
+                sum_squares=float((norms * distances**2).sum()), bucket_limits=(distances + 0.5).tolist(),
+                bucket_counts=norms.tolist(), global_step=step)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        writer = tensorboard_writer(trainer)
+        if writer is None or len(self.history) == self._rendered or not trainer.is_global_zero:
+            return  # nothing new to draw
+        self._rendered = len(self.history)
+        steps = [r["step"] for r in self.history]
+        rows = {n: [r[n]["norms"][: self.max_distance] for r in self.history] for n in SHARED_WEIGHTS}
+        figure_to_writer(writer, "grad_accum/heatmap", heatmap_figure(steps, rows, self.max_distance),
+                         trainer.global_step)
+        latest = self.history[-1]
+        curves = {n: latest[n]["partial"] for n in SHARED_WEIGHTS}
+        figure_to_writer(writer, "grad_accum/running_sum", partial_sum_figure(curves, latest["step"]),
+                         trainer.global_step)
+
+    def summary(self, last: int = 10) -> dict[str, Any]:
+        """Means over the last `last` checks (one batch's horizon mostly reflects its names' length)."""
+        recent = self.history[-last:]
+        mean = lambda values: sum(values) / len(values)  # noqa: E731
+        return {"checks": len(self.history), "max_residual": self.max_residual,
+                "mean_name_length": round(mean([r["mean_length"] for r in recent]), 2),
+                "horizon90": {n: round(mean([r[n]["horizon"] for r in recent]), 2) for n in SHARED_WEIGHTS},
+                "last_char_share": {n: round(mean([r[n]["last_char_share"] for r in recent]), 3)
+                                    for n in SHARED_WEIGHTS}}
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.history and trainer.is_global_zero:
+            log.info("grad_accum (means over the last 10 checks): %s", self.summary())
+
+
+def tensorboard_writer(trainer: pl.Trainer) -> Any | None:
+    """The SummaryWriter of the first TensorBoard logger, or None when TensorBoard logging is off."""
+    for logger in trainer.loggers:
+        if isinstance(logger, TensorBoardLogger):
+            return logger.experiment
+    return None

@@ -1,0 +1,142 @@
+"""MODEL_CARD.md: what a trained model is, what it was trained and tested on, how far to trust it, and how to
+reproduce it. Written into the run folder and embedded in the best checkpoint (`scripts/predict.py CKPT --card`)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from nameorigin.base.atomic import write_atomically
+from nameorigin.data.batching import is_refit
+from nameorigin.training.checkpointing import update_checkpoint
+
+LIMITS = """\
+- A name's language of origin is **not** a person's ethnicity, nationality, citizenship or the language they
+  speak. Names travel through marriage, migration, adoption and transliteration; use the output to study names,
+  never to make decisions about people.
+- The labels are the 18 files of the PyTorch tutorial corpus, a convenience sample: English.txt is a catch-all,
+  many names sit under several languages, and some languages have fewer than 100 names. Scores are weakest on
+  the rare languages (see the per-language table) and on names whose spelling several languages share.
+- Names are folded to ASCII unless the run says otherwise; names in other scripts get no prediction.
+- Probabilities are calibrated on the validation split of this corpus only; on other populations of names
+  (another country's phone book, say) both accuracy and calibration will differ. Prediction sets keep their
+  stated coverage only for names drawn like the validation names."""
+
+
+def reproduce_command() -> str:
+    """`python train.py` with the overrides of this run, when Hydra started it."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = list(HydraConfig.get().overrides.task)
+    except ValueError:  # not under @hydra.main (a test calling the pipeline)
+        overrides = []
+    return " ".join(["python train.py", *map(shlex.quote, overrides)])
+
+
+def percent(value: Any) -> str:
+    return "n/a" if value is None else f"{100 * float(value):.1f} %"
+
+
+def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: str) -> str:
+    hp, data = checkpoint["hyper_parameters"], checkpoint.get("NamesDataModule", {})
+    model, transfer = hp["config"], hp.get("transfer") or {}
+    calibration = checkpoint.get("calibration", {})
+    refitted = is_refit(data)
+    fitted = "fitted on validation for best.ckpt and carried over" if refitted else "fitted on validation"
+    labels, counts = hp["labels"], manifest.get("counts", {})
+    ngram = f"hashed 1-{model['ngram_max']}-gram head ({model['ngram_buckets']} buckets)" \
+        if model["ngram_buckets"] else "no n-gram head"
+    lines = [
+        f"# Model card: nameorigin {model['cell'].upper()} language-of-origin classifier", "",
+        "Predicts the language of origin of a surname among "
+        f"{len(labels)} languages: {', '.join(labels)}.", "",
+        "## Model",
+        f"- One {model['cell']} cell (hidden {model['hidden_size']}, embedding {model['embedding_dim'] or 'one-hot'}) "
+        f"applied to every character with shared weights, a linear head on the last state, and {ngram}.",
+        f"- Decision layer: logit adjustment tau = {model['logit_adjustment']:g} against the training prior; "
+        + (f"temperature {calibration['temperature']:.3f} {fitted}" if calibration else
+           "no temperature scaling (trained with calibration.enabled=false)")
+        + (" (at the end of its search range: validation gave too little to calibrate on, no errors or hardly a "
+           "right answer, so treat the probabilities as rough)." if calibration.get("temperature_at_bound") else "."),
+        *([f"- Fine-tuned from `{model['init_from']}` (surnames pretraining): its embedding and cell start this "
+           "model" + ("; its country distribution is an input of the language head"
+                      if transfer.get("source_classes") else "")
+           + (f"; the exact name's country shares are evidence when names-dataset holds the name "
+              f"({transfer['known_names']:,} surnames" + (f", through a hidden layer of {model['evidence_hidden']}"
+                                                         if model["evidence_hidden"] else "") + ")"
+              if transfer.get("known_names") else "") + "."]
+          if model["init_from"] else []),
+        "- Settings (`model.*`, as stored in the checkpoint): "
+        + ", ".join(f"{key}={value}" for key, value in model.items() if key not in ("optimizer", "scheduler")) + ".",
+        "",
+        "## Data and provenance",
+        f"- Corpus: `{manifest.get('root', '?')}` (the PyTorch tutorial names, "
+        "https://download.pytorch.org/tutorial/data.zip), sha256 of the files "
+        f"`{data.get('corpus_sha256', manifest.get('corpus_sha256', '?'))}`.",
+        f"- Normalization: `{data.get('normalize', model['normalize'])}`. Duplicate (name, language) pairs dropped; "
+        "the split is by name string (a name is in exactly one of train/val/test, and so are spellings of it that "
+        "differ only in case or punctuation), stratified by language.",
+        f"- Split seed {data.get('split_seed')}, fractions {data.get('split_fractions')}, sizes "
+        f"{manifest.get('sizes', {})}; every name is listed in the run's `split.json`.",
+        *([f"- Trained on train + validation ({sum(manifest.get('sizes', {}).get(k, 0) for k in ('train', 'val'))} "
+           "pairs), a refit with the same settings and epochs after validation picked `best.ckpt` (trained on train "
+           "alone) and fitted the temperature and prediction-set thresholds; neither stage saw the test split."]
+          if refitted else []), "",
+        "## Test metrics (held-out split, read once after training)",
+        f"- Accuracy {percent(metrics.get('test/acc'))} (counting any of a name's languages as right: "
+        f"{percent(metrics.get('test/acc_any'))}); macro-F1 {metrics.get('test/macro_f1', float('nan')):.3f}.",
+        *([f"- Test names found in names-dataset: accuracy {percent(metrics['test/acc_in_pretrain'])}, macro-F1 "
+           f"{metrics['test/macro_f1_in_pretrain']:.3f}; not found: accuracy "
+           f"{percent(metrics['test/acc_not_in_pretrain'])}, macro-F1 {metrics['test/macro_f1_not_in_pretrain']:.3f}."]
+          if "test/acc_in_pretrain" in metrics else []),
+        "- The reference on this same split is a logistic regression over character 1-4-grams: "
+        f"`python scripts/predict.py CKPT --evaluate {manifest.get('root', 'DIR')} --baseline` fits it (C chosen on "
+        f"validation{', then refitted on train + validation as this model was' if refitted else ''}) and compares "
+        "the two on the same test names, with a paired bootstrap interval.", "",
+        "| language | test names | F1 |", "|---|---|---|",
+    ]
+    for label in labels:
+        f1 = metrics.get(f"test_f1/{label}")
+        lines.append(f"| {label} | {counts.get('test', {}).get(label, 0)} | "
+                     f"{'n/a' if f1 is None else f'{f1:.3f}'} |")
+    if not calibration:
+        lines += ["", "## Calibration",
+                  "Off for this run (calibration.enabled=false): the probabilities are the raw softmax, with test "
+                  f"expected calibration error {metrics.get('test/ece_raw', float('nan')):.4f}, and there are no "
+                  "prediction sets."]
+    else:
+        lines += ["", "## Calibration (expected calibration error, 15 bins; lower is better)",
+                  "| split | before temperature scaling | after |", "|---|---|---|",
+                  f"| validation ({'fitted for best.ckpt' if refitted else 'fitted here'}) | "
+                  f"{calibration['val_ece_raw']:.4f} | {calibration['val_ece']:.4f} |",
+                  f"| test | {metrics.get('test/ece_raw', float('nan')):.4f} | "
+                  f"{metrics.get('test/ece', float('nan')):.4f} |",
+                  "", "## Prediction sets (split conformal, thresholds from validation)",
+                  "`scripts/predict.py CKPT --coverage C` returns the smallest set of languages holding the true one "
+                  "with probability C."
+                  + (" This model also trained on the validation names, so that is no longer guaranteed: the test "
+                     "column measures it." if refitted else ""), "",
+                  "| coverage asked | probability threshold | test coverage | mean set size |", "|---|---|---|---|"]
+        for level, threshold in calibration.get("conformal", {}).items():
+            name = f"{float(level) * 100:g}"
+            lines.append(f"| {level} | {threshold:.4f} | {percent(metrics.get(f'test/coverage_{name}'))} | "
+                         f"{metrics.get(f'test/set_size_{name}', float('nan')):.2f} |")
+    lines += ["", "## Intended use and limits", LIMITS, "", "## Reproduce", "```bash", command, "```", ""]
+    return "\n".join(lines)
+
+
+def write_model_card(output_dir: Path, checkpoint_path: str | Path, metrics: dict[str, Any]) -> Path:
+    """Render the card from the checkpoint and the run's metrics; write MODEL_CARD.md and embed it."""
+    import torch
+
+    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+    manifest_path = Path(output_dir) / "split.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    text = render(checkpoint, metrics, manifest, reproduce_command())
+    path = Path(output_dir) / "MODEL_CARD.md"
+    write_atomically(path, lambda p: p.write_text(text, encoding="utf-8"))
+    update_checkpoint(checkpoint_path, lambda ckpt: ckpt.__setitem__("model_card", text))
+    return path

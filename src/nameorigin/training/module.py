@@ -1,0 +1,243 @@
+"""NameClassifier: the LightningModule around CharRNN (loss, metrics, optimizer and schedule)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from hydra.utils import instantiate
+from pytorch_lightning.plugins.precision import MixedPrecision, Precision
+from pytorch_lightning.utilities import GradClipAlgorithmType
+from torchmetrics import MaxMetric, MeanMetric, MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score
+from torchmetrics.utilities.distributed import gather_all_tensors
+
+from nameorigin.base.errors import UserError
+from nameorigin.config import ModelConfig, TransferShape, from_plain, plain
+from nameorigin.model.calibration import expected_calibration_error, prediction_sets
+from nameorigin.model.charrnn import build_net
+
+
+class NameClassifier(pl.LightningModule):
+    """The model config (nameorigin.config.ModelConfig), the vocabulary and the labels go into the checkpoint as
+    plain Python types, so the checkpoint alone rebuilds the model and loads with `torch.load(weights_only=True)`.
+    `transfer` is what a pretrained checkpoint adds when fine-tuning (nameorigin.training.transfer)."""
+
+    def __init__(self, config: ModelConfig | dict, vocab: Sequence[str], labels: Sequence[str],
+                 class_prior: Sequence[float] | None = None, label_names: Sequence[str] | None = None,
+                 transfer: TransferShape | dict | None = None):
+        super().__init__()
+        config = config if isinstance(config, ModelConfig) else from_plain(ModelConfig, config)
+        transfer = TransferShape(**transfer) if isinstance(transfer, dict) else transfer
+        vocab, labels = [str(c) for c in vocab], [str(label) for label in labels]
+        class_prior = None if class_prior is None else [float(p) for p in class_prior]
+        weights = config.class_weights
+        if isinstance(weights, str):
+            raise UserError(f"model.class_weights={weights}: the data module turns it into numbers before training")
+        if weights is not None and len(weights) != len(labels):
+            raise UserError(f"model.class_weights={list(weights)} must be {len(labels)} positive numbers, one per "
+                            f"label ({', '.join(labels)}), or balanced, sqrt or null")
+        if config.logit_adjustment and (class_prior is None or len(class_prior) != len(labels)
+                                        or min(class_prior) <= 0):
+            raise UserError(f"model.logit_adjustment={config.logit_adjustment} needs a positive class_prior per "
+                            "label (train.py passes the training split's): set model.logit_adjustment=0 otherwise")
+        self.config, self.transfer_shape = config, transfer
+        self.save_hyperparameters({"config": plain(config), "vocab": vocab, "labels": labels,
+                                   "class_prior": class_prior,
+                                   "label_names": None if label_names is None else [str(n) for n in label_names],
+                                   "transfer": plain(transfer) if transfer else None})
+        self.net = build_net(config, len(vocab), len(labels), transfer)
+        if config.logit_adjustment:  # post-hoc logit adjustment (Menon et al. 2021): rare languages get a fairer share
+            offset = [-config.logit_adjustment * math.log(p) for p in class_prior]
+            self.net.logit_offset.copy_(torch.tensor(offset) - sum(offset) / len(offset))
+        class_weights = None if weights is None else [float(w) for w in weights]
+        self.register_buffer("class_weight", None if class_weights is None else torch.tensor(class_weights))
+        n = len(labels)
+        metrics = MetricCollection({
+            "acc": MulticlassAccuracy(n, average="micro"),
+            "macro_f1": MulticlassF1Score(n, average="macro"),
+            **({"acc_top5": MulticlassAccuracy(n, top_k=5, average="micro")} if n > 5 else {}),
+        })
+        self.train_metrics = metrics.clone(prefix="train/")
+        self.val_metrics, self.test_metrics = metrics.clone(prefix="val/"), metrics.clone(prefix="test/")
+        self.val_class_f1, self.test_class_f1 = (MulticlassF1Score(n, average=None) for _ in range(2))
+        self.val_confusion, self.test_confusion = (MulticlassConfusionMatrix(n) for _ in range(2))
+        # Accuracy counting a prediction right when it is any of the name's languages (480 names have several).
+        self.val_acc_any, self.test_acc_any = MeanMetric(), MeanMetric()
+        self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
+        if transfer and transfer.known_names:  # test scores apart: names found in names-dataset and the others
+            self.test_found = MetricCollection({"acc": MulticlassAccuracy(n, average="micro"),
+                                                "macro_f1": MulticlassF1Score(n, average="macro")})
+            self.test_not_found = self.test_found.clone()
+        self.val_acc_best = MaxMetric()
+        self.val_acc_best.persistent(True)  # kept in checkpoints, so a resumed run remembers its best
+        self.capture_next_step = False  # set by GradAccumulationLogger for the steps it inspects
+        self.calibration: dict = {}  # temperature and conformal thresholds, fitted on validation after training
+        self.test_outputs: list[tuple[torch.Tensor, torch.Tensor]] = []  # (logits, targets) of the test pass
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return self.net(tokens, lengths)
+
+    def loss(self, logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy against the label or, with soft_targets, against the distribution `weights` describe
+        (a name's languages shared equally, or a surname's country shares)."""
+        if self.config.soft_targets:
+            targets = weights.float() / weights.float().sum(1, keepdim=True)
+        return F.cross_entropy(logits, targets, weight=self.class_weight,
+                               label_smoothing=self.config.label_smoothing)
+
+    def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
+        tokens, lengths, targets, weights = batch
+        logits = self.net(tokens, lengths, capture=self.capture_next_step)
+        self.capture_next_step = False
+        loss = self.loss(logits, targets, weights)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"non-finite training loss ({loss.item()}) at step {self.global_step}: the learning rate "
+                f"(model.optimizer.lr) is likely too high; lower it or set trainer.gradient_clip_val"
+            )
+        self.train_metrics.update(logits.detach(), targets)
+        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=len(targets),
+                 sync_dist=True)
+        self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=len(targets))
+        return loss
+
+    def _evaluate(self, batch: tuple[torch.Tensor, ...], stage: str) -> None:
+        tokens, lengths, targets, weights = batch
+        logits = self.net(tokens, lengths)
+        preds = logits.argmax(-1)
+        # A torchmetrics mean, not self.log(sync_dist=True): Lightning's sync averages the name count across ranks
+        # in an integer tensor, which truncates an odd total and inflates the loss of an uneven split.
+        mean_loss = self.val_loss if stage == "val" else self.test_loss
+        mean_loss.update(self.loss(logits, targets, weights), weight=len(targets))
+        self.log(f"{stage}/loss", mean_loss, batch_size=len(targets))
+        metrics = self.val_metrics if stage == "val" else self.test_metrics
+        metrics.update(logits, targets)
+        acc_any = self.val_acc_any if stage == "val" else self.test_acc_any
+        acc_any.update((weights.gather(1, preds[:, None]) > 0).float())
+        self.log(f"{stage}/acc_any", acc_any, batch_size=len(targets))
+        (self.val_class_f1 if stage == "val" else self.test_class_f1).update(preds, targets)
+        (self.val_confusion if stage == "val" else self.test_confusion).update(preds, targets)
+        self.log_dict(metrics, prog_bar=stage == "val", batch_size=len(targets))
+        if stage == "test":
+            self.test_outputs.append((logits.detach().float(), targets))
+            if self.known_names is not None:
+                _, found = self.known_names.lookup(tokens, lengths)
+                for subset, rows in ((self.test_found, found), (self.test_not_found, ~found)):
+                    if rows.any():
+                        subset.update(logits[rows], targets[rows])
+
+    def validation_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
+        self._evaluate(batch, "val")
+
+    def test_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
+        self._evaluate(batch, "test")
+
+    def _log_class_f1(self, stage: str) -> torch.Tensor:
+        metric = self.val_class_f1 if stage == "val" else self.test_class_f1
+        scores = metric.compute()
+        for label, score in zip(self.hparams.labels, scores, strict=True):
+            self.log(f"{stage}_f1/{label}", score, sync_dist=True)
+        metric.reset()
+        return scores
+
+    def on_validation_epoch_start(self) -> None:
+        self.val_confusion.reset()
+
+    def on_test_epoch_start(self) -> None:
+        self.test_confusion.reset()
+        self.test_outputs = []
+
+    def on_validation_epoch_end(self) -> None:
+        if not self.trainer.sanity_checking:  # two sanity batches are no score to remember
+            self.val_acc_best.update(self.val_metrics["acc"].compute())
+            self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True, sync_dist=True)
+        self._log_class_f1("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_class_f1("test")
+        if self.known_names is not None:
+            for subset, suffix in ((self.test_found, "in_pretrain"), (self.test_not_found, "not_in_pretrain")):
+                for key, value in subset.compute().items():
+                    self.log(f"test/{key}_{suffix}", value, sync_dist=True)
+                subset.reset()
+        logits, targets = self.gather_test_outputs()
+        if not len(targets):
+            return
+        self.test_outputs = [(logits.cpu(), targets.cpu())]  # for the dashboard's reliability diagram
+        probs = logits.softmax(-1)
+        raw = (logits * self.net.temperature).softmax(-1)  # before temperature scaling
+        bins = self.calibration.get("bins", 15)
+        # Every rank holds the same gathered logits, so sync_dist averages equal numbers: it only tells Lightning.
+        self.log("test/ece_raw", expected_calibration_error(raw, targets, bins), sync_dist=True)
+        self.log("test/ece", expected_calibration_error(probs, targets, bins), sync_dist=True)
+        for level, threshold in self.calibration.get("conformal", {}).items():
+            sets = prediction_sets(probs, threshold)
+            name = f"{float(level) * 100:g}"
+            self.log(f"test/coverage_{name}", sets.gather(1, targets[:, None]).float().mean(), sync_dist=True)
+            self.log(f"test/set_size_{name}", sets.sum(1).float().mean(), sync_dist=True)
+
+    def gather_test_outputs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every rank's test logits and targets, on every rank. Ranks hold different numbers of names (each scores
+        its own share once), which Lightning's all_gather cannot take; torchmetrics' gather pads and trims."""
+        n = len(self.hparams.labels)
+        parts = self.test_outputs or [(torch.zeros(0, n, device=self.device),
+                                       torch.zeros(0, dtype=torch.long, device=self.device))]
+        logits, targets = (torch.cat(column) for column in zip(*parts, strict=True))
+        if self.trainer.world_size > 1:
+            logits, targets = (torch.cat(gather_all_tensors(t.contiguous())) for t in (logits, targets))
+        return logits, targets
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if self.calibration:
+            checkpoint["calibration"] = self.calibration
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.calibration = checkpoint.get("calibration", {})
+
+    @torch.no_grad()
+    def collect_logits(self, loader: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Decision logits and targets over a loader, on the CPU (for calibration after training)."""
+        self.eval()
+        parts = [(self.net(tokens, lengths).float(), targets) for tokens, lengths, targets, _ in loader]
+        logits, targets = zip(*parts, strict=True)
+        return torch.cat(logits), torch.cat(targets)
+
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+                                    gradient_clip_algorithm: Any = None) -> None:
+        """Lightning refuses to clip for a fused optimizer under any mixed precision, for fear of gradients still
+        scaled by float16's loss scaler; bf16-mixed has no scaler, so there the plain clipping is right."""
+        precision = self.trainer.precision_plugin
+        if isinstance(precision, MixedPrecision) and precision.scaler is None:
+            Precision.clip_gradients(precision, optimizer, gradient_clip_val or 0.0,
+                                     gradient_clip_algorithm or GradClipAlgorithmType.NORM)
+        else:
+            super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
+    @property
+    def known_names(self) -> Any:
+        """The known-name table of a fine-tuned model, or None."""
+        return None if self.net.transfer is None else self.net.transfer.known
+
+    def configure_optimizers(self) -> dict:
+        settings = self.config
+        factory = instantiate(settings.optimizer) if settings.optimizer else torch.optim.AdamW
+        scale = settings.pretrained_lr_scale
+        if settings.init_from and scale != 1.0:  # pretrained layers move more slowly than new ones
+            modules = [self.net.embedding, self.net.cell,
+                       *(self.net.transfer.pretrained_modules() if self.net.transfer is not None else [])]
+            pretrained = {id(p) for m in modules if m is not None for p in m.parameters()}
+            base_lr = getattr(factory, "keywords", {}).get("lr", 1e-3)
+            params = [{"params": [p for p in self.parameters() if id(p) not in pretrained]},
+                      {"params": [p for p in self.parameters() if id(p) in pretrained], "lr": base_lr * scale}]
+        else:
+            params = self.parameters()
+        optimizer = factory(params=params)
+        if not settings.scheduler:
+            return {"optimizer": optimizer}
+        scheduler = instantiate(settings.scheduler)(optimizer=optimizer)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "epoch"}}

@@ -1,0 +1,261 @@
+"""What `python train.py` does, as a function tests can call: compose -> instantiate -> fit -> test."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.utilities.exceptions import MisconfigurationException
+
+from nameorigin.base.checkpoint_io import load_checkpoint
+from nameorigin.base.errors import UserError
+from nameorigin.config import ModelConfig, check_run, shape_fields
+from nameorigin.data.batching import is_refit
+from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate
+from nameorigin.training import refit, transfer
+from nameorigin.training.card import write_model_card
+from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
+from nameorigin.training.dashboard import log_calibration
+from nameorigin.training.module import NameClassifier
+
+log = logging.getLogger(__name__)
+
+
+class NoAdverts(logging.Filter):
+    """Lightning prints a tip to install its cloud logger at every Trainer start; a training log is no place for it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "litlogger" not in record.getMessage()
+
+
+logging.getLogger("pytorch_lightning.utilities.rank_zero").addFilter(NoAdverts())
+
+# Lightning 2.6 builds torch pytree LeafSpecs, which torch 2.13 deprecates: a line on every run that users can do
+# nothing about. Only that message is silenced.
+warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
+
+
+def build(cfg: DictConfig, group: str, **kwargs: Any) -> Any:
+    """Instantiate one config group; a constructor's refusal becomes a UserError naming the group."""
+    try:
+        return instantiate(cfg[group], **kwargs)
+    except InstantiationException as error:
+        raise instantiation_error(error, group) from None
+
+
+def instantiation_error(error: InstantiationException, group: str) -> Exception:
+    cause = error.__cause__
+    if isinstance(cause, UserError):
+        return cause
+    unknown = re.match(r"Error locating target '([^']*)'(?:.*\nfull_key: (\S+))?", str(error), re.DOTALL)
+    if unknown:  # a misspelled _target_: Hydra's own message is three lines and a hint about HYDRA_FULL_ERROR
+        target, key = unknown.groups()
+        return UserError(f"{key or group}._target_={target} cannot be imported: give the dotted path of an "
+                         "importable class, e.g. torch.optim.AdamW for an optimizer")
+    # MisconfigurationException: Lightning's refusals; ModuleNotFoundError: an accelerator or logger whose
+    # package is missing (trainer.accelerator=tpu needs torch_xla).
+    if isinstance(cause, ValueError | TypeError | MisconfigurationException | ModuleNotFoundError):
+        return UserError(f"{group}: {cause}")
+    return error
+
+
+def instantiate_all(group_cfg: DictConfig | None, group: str) -> list[Any]:
+    """Every entry of a group like callbacks/logger that has a _target_."""
+    objects = []
+    for key, entry in (group_cfg or {}).items():
+        if isinstance(entry, DictConfig) and "_target_" in entry:
+            objects.append(build(group_cfg, key))
+    return objects
+
+
+def find_last_checkpoint(log_dir: str | Path, exclude: str | Path | None = None) -> Path:
+    """The most recently written last.ckpt under log_dir (for ckpt_path=last)."""
+    skip = Path(exclude).resolve() if exclude else None
+    found = [p for p in Path(log_dir).glob("**/checkpoints/last.ckpt")
+             if skip is None or skip not in p.resolve().parents]
+    if not found:
+        raise UserError(f"ckpt_path=last but no last.ckpt under {log_dir}: train first or pass ckpt_path=<file>")
+    return max(found, key=lambda p: p.stat().st_mtime)
+
+
+def resolve_checkpoint(cfg: DictConfig, model: ModelConfig) -> tuple[str | None, dict]:
+    """The checkpoint to resume (path, its contents read weights-only), or (None, {}) for a fresh run."""
+    if cfg.get("ckpt_path") in (None, ""):
+        return None, {}
+    path = find_last_checkpoint(cfg.paths.log_dir, exclude=cfg.paths.output_dir) if cfg.ckpt_path == "last" \
+        else Path(cfg.ckpt_path)
+    checkpoint = load_checkpoint(path, setting="ckpt_path")
+    if is_refit(checkpoint.get("NamesDataModule")):  # finished, and it has seen the validation names
+        raise UserError(f"ckpt_path={path} is a refit model (trained on train + validation), not a training state: "
+                        "resume from the run's last.ckpt or ckpt_path=last")
+    trained_with = checkpoint["hyper_parameters"]["config"]
+    wrong = [f"model.{key}={getattr(model, key)} (checkpoint: {trained_with.get(key)})"
+             for key in shape_fields(model) if trained_with.get(key) != getattr(model, key)]
+    if wrong:
+        raise UserError(f"ckpt_path={path} cannot resume this model: {', '.join(wrong)}; "
+                        "resume with the checkpoint's model settings")
+    return str(path), checkpoint
+
+
+def typed_settings(cfg: DictConfig) -> ModelConfig:
+    """Every group with a schema turned into its dataclass, which checks its ranges and rules (__post_init__),
+    and the rules across groups: all before anything is built or read. Returns the model's config."""
+    for group in ("data", "calibration", "refit", "card"):
+        OmegaConf.to_object(cfg[group])
+    check_run(cfg)
+    return OmegaConf.to_object(cfg.model)
+
+
+def train(cfg: DictConfig) -> dict[str, float]:
+    """Train, then test the best checkpoint. Returns the final metrics (callback_metrics as floats)."""
+    model_config = typed_settings(cfg)
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    ckpt_path, resumed = resolve_checkpoint(cfg, model_config)
+    datamodule = build(cfg, "data")
+    pretrained = transfer.load_pretrained(model_config.init_from, model_config) if model_config.init_from else None
+    if pretrained is not None:  # fine-tuning keeps the pretrained vocabulary
+        datamodule.fixed_vocab = pretrained["hyper_parameters"]["vocab"]
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    if pretrained is not None:
+        transfer.check_held_out(model_config.init_from, pretrained, datamodule)
+    if ckpt_path is not None:  # before the model is built from this corpus' vocabulary
+        datamodule.load_state_dict(resumed.get(type(datamodule).__name__, {}))
+    model = build_model(cfg, model_config, datamodule, pretrained)
+    callbacks = instantiate_all(cfg.get("callbacks"), "callbacks")
+    loggers = instantiate_all(cfg.get("logger"), "logger")
+    trainer: pl.Trainer = build(cfg, "trainer", callbacks=[*callbacks, RNGState()], logger=loggers or False,
+                                plugins=[AtomicCheckpointIO()])
+    datamodule.check_held_out_sizes(trainer.world_size)
+    output_dir = Path(cfg.paths.output_dir)
+    if trainer.is_global_zero:
+        manifest = datamodule.write_manifest(output_dir / "split.json")
+        log.info("split manifest: %s (sizes %s)", manifest, {k: len(v) for k, v in datamodule.splits.items()})
+
+    trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+    checkpoint = trainer.checkpoint_callback
+    best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
+    settings, summary = cfg.calibration, None
+    if best and settings.enabled:
+        if trainer.is_global_zero:
+            summary = calibrate_checkpoint(model, datamodule, best, settings, loggers)
+        trainer.strategy.barrier()  # every rank tests the calibrated checkpoint
+    final = best
+    if best and cfg.refit.enabled:
+        if trainer.world_size > 1:
+            log.warning("refit skipped: it runs on one device; the model is best.ckpt, trained on train alone")
+        else:
+            final = refit_model(cfg, model_config, datamodule, pretrained, summary, loggers)
+    if cfg.test:
+        trainer.test(model, datamodule=datamodule, ckpt_path=final, verbose=False)
+        metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
+    metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
+    if trainer.is_global_zero:
+        if final and cfg.card.enabled:
+            write_model_card(output_dir, final, metrics)
+        report(metrics, output_dir)
+    return metrics
+
+
+def refit_model(cfg: DictConfig, model_config: ModelConfig, datamodule: pl.LightningDataModule,
+                pretrained: dict | None, calibration: dict | None, loggers: list) -> str:
+    """nameorigin.training.refit: a fresh model, same settings and seed, trained on train + validation; returns the
+    path of
+    checkpoints/refit.ckpt, which carries best.ckpt's calibration."""
+    datamodule.add_validation_to_training()
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    model = build_model(cfg, model_config, datamodule, pretrained)
+    callbacks = refit.training_callbacks(instantiate_all(cfg.get("callbacks"), "callbacks"))
+    trainer: pl.Trainer = build(cfg, "trainer", callbacks=callbacks, logger=refit.refit_loggers(loggers) or False,
+                                plugins=[AtomicCheckpointIO()], **refit.TRAINER_OVERRIDES)
+    log.info("refit: a fresh model on train + validation (%d pairs) for %s epochs", len(datamodule.datasets["train"]),
+             trainer.max_epochs)
+    trainer.fit(model, datamodule=datamodule)
+    refit.carry_calibration(model, calibration)
+    path = Path(cfg.paths.output_dir) / "checkpoints" / refit.REFIT_FILE
+    trainer.save_checkpoint(path, weights_only=True)  # a model to serve, not a state to resume
+    datamodule.write_manifest(Path(cfg.paths.output_dir) / "split.json")  # now saying what the model trained on
+    return str(path)
+
+
+def build_model(cfg: DictConfig, config: ModelConfig, datamodule: pl.LightningDataModule,
+                pretrained: dict | None) -> NameClassifier:
+    """The model config plus what the data decides (vocabulary, labels, prior, weights) and, when fine-tuning,
+    what the pretrained checkpoint brings (loaded into the new model here)."""
+    if isinstance(config.class_weights, str):
+        config = dataclasses.replace(config, class_weights=datamodule.class_weights(config.class_weights))
+    shape, table = transfer.model_arguments(pretrained, config) if pretrained is not None else (None, None)
+    model = NameClassifier(config, datamodule.vocab, datamodule.labels, datamodule.class_prior(),
+                           getattr(datamodule, "label_names", None), shape)
+    if pretrained is not None:
+        log.info("fine-tuning from %s: loaded %s", config.init_from,
+                 ", ".join(transfer.initialize(model.net, pretrained, table)))
+    try:  # built once now, so a bad optimizer or scheduler setting is one line before training, not mid-fit
+        scheduler = model.configure_optimizers().get("lr_scheduler", {}).get("scheduler")
+        if scheduler is not None:  # some settings fail only once the schedule is computed (T_max=0 divides by 0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "scheduler.step() before optimizer.step()": a throwaway optimizer
+                scheduler.step()
+    except InstantiationException as error:
+        raise instantiation_error(error, "model.optimizer") from None
+    except (ValueError, TypeError, ZeroDivisionError) as error:
+        named = text_where_number(cfg) if isinstance(error, TypeError) and "'str'" in str(error) else None
+        raise UserError(named or f"model.optimizer / model.scheduler: {error}") from None
+    return model
+
+
+def text_where_number(cfg: DictConfig) -> str | None:
+    """Name the optimizer or scheduler setting given as text that a number was due for (lr=abc reaches torch as a
+    string, whose own error only says that '<=' cannot compare a float and a str)."""
+    for group in ("optimizer", "scheduler"):
+        for key, value in (cfg.model.get(group) or {}).items():
+            if isinstance(value, str) and not key.startswith("_") and not key.endswith("mode"):
+                return f"model.{group}.{key}={value!r} is text where torch expects numbers"
+    return None
+
+
+def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningDataModule, path: str,
+                         settings: DictConfig, loggers: list) -> dict:
+    """Fit the temperature and the conformal thresholds on validation and store them in the checkpoint."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    model.cpu().load_state_dict(state["state_dict"])
+    model.net.temperature.fill_(1.0)
+    logits, targets = model.collect_logits(datamodule.whole_split_loader("val"))  # on rank 0 alone: all of it
+    summary = calibrate(logits, targets, list(settings.coverages), int(settings.bins))
+
+    def store(checkpoint: dict) -> None:
+        checkpoint["state_dict"]["net.temperature"] = torch.tensor(summary["temperature"])
+        checkpoint["calibration"] = summary
+
+    update_checkpoint(path, store)
+    log.info("calibration on validation: temperature %.3f, ECE %.4f -> %.4f", summary["temperature"],
+             summary["val_ece_raw"], summary["val_ece"])
+    if summary["temperature_at_bound"]:
+        log.warning("the temperature stopped at the end of its range %s: validation gives too little to calibrate "
+                    "on (no errors, or hardly a right answer); treat the probabilities as rough", TEMPERATURE_RANGE)
+    log_calibration(loggers, summary, logits, targets)
+    return summary
+
+
+def report(metrics: dict[str, Any], output_dir: Path) -> None:
+    """Where things are, printed last so it is the first thing a user sees."""
+    shown = {k: v for k, v in metrics.items() if k.startswith(("test/", "val/acc_best")) and "_f1/" not in k}
+    lines = [f"  {k:<16} {v:.4f}" for k, v in sorted(shown.items())]
+    final, best = metrics.get("model_checkpoint"), metrics.get("best_checkpoint")
+    if final and final != best:
+        lines.append(f"  model            {final}  (refit on train + validation; the one tested)")
+    if best:
+        picked = "  (trained on train, picked on validation)" if final != best else ""
+        lines.append(f"  best checkpoint  {best}{picked}")
+    lines.append(f"  dashboard        tensorboard --logdir {output_dir}")
+    print("\n".join(["results:", *lines]), flush=True)

@@ -1,0 +1,77 @@
+"""The import contract (pyproject.toml [tool.importlinter]): imports run one way, bottom to top, and serving
+reads only artifacts. lint-imports checks the real package, and a copy with one import against the grain fails."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+from conftest import ROOT
+
+LINT_IMPORTS = str(Path(sys.executable).with_name("lint-imports"))
+
+
+def lint(tree: Path) -> subprocess.CompletedProcess:
+    """lint-imports on the package under tree/src, with the project's contract."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    return subprocess.run([LINT_IMPORTS, "--config", str(ROOT / "pyproject.toml"), "--no-cache"], cwd=tree,
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_the_package_keeps_its_import_contract():
+    result = lint(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 kept, 0 broken" in result.stdout
+
+
+def test_an_import_against_the_grain_breaks_the_contract(tmp_path):
+    shutil.copytree(ROOT / "src" / "nameorigin", tmp_path / "src" / "nameorigin",
+                    ignore=shutil.ignore_patterns("__pycache__", "tutorial_names"))
+    serving = tmp_path / "src" / "nameorigin" / "serving" / "predict.py"
+    serving.write_text(serving.read_text() + "\nfrom nameorigin.training.module import NameClassifier  # noqa\n")
+    model = tmp_path / "src" / "nameorigin" / "model" / "charrnn.py"
+    model.write_text(model.read_text() + "\nimport nameorigin.data.names  # noqa\n")
+    result = lint(tmp_path)
+    assert result.returncode != 0
+    assert "nameorigin.serving.predict -> nameorigin.training.module" in result.stdout, result.stdout
+    assert "nameorigin.model.charrnn -> nameorigin.data.names" in result.stdout, result.stdout
+
+
+def test_the_shipped_corpus_is_found_through_the_package_and_matches_its_checksums():
+    folder = resources.files("nameorigin.data") / "tutorial_names"
+    sums = dict(line.split()[::-1] for line in (folder / "SHA256SUMS").read_text().splitlines())
+    assert len(sums) == 18 and {"README.md", "LICENSE"} <= {p.name for p in folder.iterdir()}
+    for name, digest in sums.items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
+    from nameorigin.data.names import label_files, shipped_corpus
+
+    assert [p.name for p in label_files(shipped_corpus())] == sorted(sums)  # README, LICENSE, SHA256SUMS: no labels
+
+
+def test_a_non_editable_install_carries_the_corpus_and_the_console_commands(tmp_path):
+    """pip install . (not editable), then from outside the checkout: the corpus through importlib.resources,
+    and nameorigin-predict --help."""
+    source, target = tmp_path / "source", tmp_path / "site"  # a copy: pip builds in the tree it installs
+    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                              "--target", str(target), str(source)], capture_output=True, text=True, timeout=300)
+    assert install.returncode == 0, install.stderr[-2000:]
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    probe = ("from importlib import resources; import nameorigin; "
+             "folder = resources.files('nameorigin.data') / 'tutorial_names'; "
+             "print(nameorigin.__file__); print(len([p for p in folder.iterdir() if p.name.endswith('.txt')]))")
+    found = subprocess.run([sys.executable, "-c", probe], cwd=outside, env=env, capture_output=True, text=True)
+    where, files = found.stdout.split()
+    assert where.startswith(str(target)) and files == "18", found.stdout + found.stderr
+    helped = subprocess.run([str(target / "bin" / "nameorigin-predict"), "--help"], cwd=outside, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert helped.returncode == 0 and "checkpoint" in helped.stdout, helped.stderr[-2000:]
