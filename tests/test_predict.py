@@ -120,7 +120,7 @@ def test_bad_checkpoints_exit_2_with_one_line(checkpoint, tmp_path, make, messag
     (["--batch-size", "0", "Kanemoto"], "--batch-size 0"),
     (["--column", "surname"], "--column needs --file"),
     (["--delimiter", ";", "Kanemoto"], "--delimiter reads tables"),
-    (["--evaluate", "no-such-folder"], "--evaluate no-such-folder is not a folder"),
+    (["--evaluate", "no-such-folder"], "--evaluate no-such-folder does not exist"),
     (["--file", "."], "--file . cannot be read (Is a directory)"),
     (["--file", ".", "--column", "surname"], "--file . cannot be read (Is a directory)"),
     (["--evaluate", "."], ". holds no <Language>.txt files"),

@@ -30,7 +30,7 @@ def test_the_refit_trains_on_train_and_validation_and_is_the_model_tested(traine
     load = {name: torch.load(run / "checkpoints" / f"{name}.ckpt", weights_only=True) for name in
             ("best", "last", "refit")}
     refit, best = load["refit"], load["best"]
-    assert refit["NamesDataModule"]["trained_on"] == "train+val" and "trained_on" not in best["NamesDataModule"]
+    assert refit["data"]["trained_on"] == "train+val" and "trained_on" not in best["data"]
     assert refit["hyper_parameters"] == best["hyper_parameters"]
     # Same epochs, more names per epoch: more optimizer steps than the first training's last.ckpt.
     assert refit["global_step"] > load["last"]["global_step"] > 0

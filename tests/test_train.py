@@ -42,7 +42,7 @@ def test_checkpoint_loads_weights_only_and_rebuilds_the_model(trained):
         assert hparams["labels"] == ["Irish", "Italian", "Japanese", "Russian"]
         assert hparams["vocab"][:2] == ["<pad>", "<unk>"] and hparams["config"]["cell"] == "gru"
         assert type(hparams["config"]["cell"]) is str  # plain types: weights-only loading needs no Enum class
-        assert checkpoint["NamesDataModule"]["split_seed"] == 0
+        assert checkpoint["data"]["split_seed"] == 0
     model = NameClassifier(**hparams)
     model.load_state_dict(checkpoint["state_dict"])
     assert sum(p.numel() for p in model.parameters()) > 1000

@@ -212,6 +212,25 @@ class NamesDataConfig(LoaderConfig):
 
 
 @dataclass
+class TableDataConfig(LoaderConfig):
+    """nameorigin.data.table.TableDataModule: a CSV or TSV of labelled names with a header row."""
+
+    _target_: str = "nameorigin.data.table.TableDataModule"
+    path: str = ""
+    name_column: str = "name"
+    label_column: str = "label"
+    label_separator: str = ";"  # several labels in one cell: a name under several labels
+    delimiter: str | None = None  # null: tab for .tsv/.tab, else comma; "tab" for a tab
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not str(self.path).strip():
+            raise UserError("data.path is missing: pass data.path=<a CSV or TSV of names with a header row>")
+        if not self.label_separator:
+            raise UserError("data.label_separator is empty: pass the character between labels in a cell, e.g. ;")
+
+
+@dataclass
 class SurnamesDataConfig(LoaderConfig):
     """nameorigin.data.surnames.SurnamesDataModule: names-dataset's last names and their country shares."""
 
@@ -307,6 +326,7 @@ def register() -> None:
     store.store(group="model", name="model_schema", node=ModelConfig)
     store.store(group="data", name="names_schema", node=NamesDataConfig)
     store.store(group="data", name="surnames_schema", node=SurnamesDataConfig)
+    store.store(group="data", name="table_schema", node=TableDataConfig)
     store.store(group="calibration", name="calibration_schema", node=CalibrationConfig)
     store.store(group="refit", name="refit_schema", node=RefitConfig)
     store.store(group="card", name="card_schema", node=CardConfig)

@@ -7,7 +7,9 @@ from pathlib import Path
 import torch
 
 from nameorigin.base.errors import UserError
+from nameorigin.config import TableDataConfig
 from nameorigin.data.names import label_files, read_corpus, split_by_name
+from nameorigin.data.table import read_table
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
 
 
@@ -29,15 +31,16 @@ def checkpoint_splits(predictor: Predictor, root: str | Path) -> dict[str, list[
     settings = predictor.data_settings
     if not {"corpus_sha256", "split_seed", "split_fractions"} <= settings.keys():
         raise UserError("this checkpoint holds no split settings: evaluate needs one written by train.py")
-    if not label_files(Path(root)):  # read_corpus's own message names train.py's data.root override
+    if "label_column" in settings:  # trained on a table: read it again with the stored column settings
+        columns = {key: settings[key] for key in ("name_column", "label_column", "label_separator", "delimiter")}
+        pairs, digest, _ = read_table(TableDataConfig(path=str(root), normalize=settings["normalize"], **columns))
+    elif not label_files(Path(root)):  # read_corpus's own message names train.py's data.root override
         raise UserError(f"{root} holds no <Language>.txt files: pass the folder the checkpoint was trained on")
-    try:
+    else:
         pairs, digest = read_corpus(root, settings.get("normalize", predictor.normalize))
-    except UserError as error:
-        raise UserError(str(error)) from None
     if digest != settings["corpus_sha256"]:
         raise UserError(f"{root} is not the corpus this checkpoint was trained on (sha256 differs): "
-                           "pass the original folder")
+                        "pass the original folder or table")
     return split_by_name(pairs, settings["split_fractions"], settings["split_seed"])
 
 

@@ -57,8 +57,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help=f"names per forward pass (default {BATCH_SIZE})")
     parser.add_argument("--outputs", default="outputs", help="where 'latest' looks for runs (default outputs)")
     parser.add_argument("--evaluate", metavar="DIR", nargs="?", const="",
-                        help="score the checkpoint on its own held-out test split rebuilt from DIR (no DIR: the "
-                        "corpus shipped in the package, the default data.root)")
+                        help="score the checkpoint on its own held-out test split rebuilt from DIR, a folder of "
+                        "<Language>.txt files or the table it was trained on (no DIR: the corpus shipped in the "
+                        "package, the default data.root)")
     parser.add_argument("--known-names", metavar="CACHE", help="with --evaluate: also score the test names found "
                         "in this surnames cache (data/surnames) and those not found, apart")
     parser.add_argument("--baseline", action="store_true", help="with --evaluate: also fit the char-n-gram baseline on "
@@ -84,9 +85,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         from nameorigin.data.names import shipped_corpus  # here: Lightning's import would slow every prediction
 
         args.evaluate = str(shipped_corpus())
-    if args.evaluate and not Path(args.evaluate).is_dir():
-        parser.error(f"--evaluate {args.evaluate} is not a folder: pass the folder of <Language>.txt files the "
-                     "checkpoint was trained on")
+    if args.evaluate and not Path(args.evaluate).exists():
+        parser.error(f"--evaluate {args.evaluate} does not exist: pass the folder of <Language>.txt files or the "
+                     "table the checkpoint was trained on")
     if args.top_k is not None and args.top_k < 1:
         parser.error(f"--top-k {args.top_k}: show at least 1 language per name")
     if args.batch_size < 1:

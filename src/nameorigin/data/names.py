@@ -157,20 +157,29 @@ class NamesDataModule(BucketedDataModule):
                                 "data.root=<folder of <Language>.txt files> or data.download=true")
             download_corpus(self.root, self.url)
 
+    def read_pairs(self) -> tuple[list[tuple[str, str]], str]:
+        """(name, label) pairs, duplicates dropped and sorted, and the sha256 of what they were read from."""
+        return read_corpus(self.root, self.normalize)
+
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
-        pairs, self.corpus_sha256 = read_corpus(self.root, self.normalize)
+        pairs, self.corpus_sha256 = self.read_pairs()
         self.labels = sorted({language for _, language in pairs})
         if len(self.labels) < 2:
-            raise UserError(f"data.root={self.root} has one language file: a classifier needs at least two")
+            raise UserError(f"{self.corpus_setting()} holds one label ({', '.join(self.labels)}): a classifier "
+                            "needs at least two")
         self.splits = split_by_name(pairs, self.split_fractions, self.split_seed)
         if not self.splits["train"]:
-            raise UserError(f"data.root={self.root} is too small to split: add names")
+            raise UserError(f"{self.corpus_setting()} is too small to split: add names")
+        self.check_every_label_is_split()
         # Fine-tuning sets fixed_vocab to the pretrained model's vocabulary before setup.
         self.vocab = self.fixed_vocab or build_vocab([name for name, _ in self.splits["train"]])
         char_to_index = {c: i for i, c in enumerate(self.vocab)}
         self.datasets = {s: EncodedNames(p, char_to_index, self.labels) for s, p in self.splits.items()}
+
+    def check_every_label_is_split(self) -> None:
+        """Hook for readers that refuse a label missing from train, validation or test (the table reader)."""
 
     def add_validation_to_training(self) -> None:
         """The refit's training set: train and validation pairs together, encoded with the vocabulary built from

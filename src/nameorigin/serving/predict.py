@@ -76,7 +76,7 @@ class Predictor:
             raise UserError(f"checkpoint {path} does not match its own model settings: it is damaged or "
                             "from another version; retrain or pick another .ckpt") from None
         return cls(net, hp["vocab"], hp["labels"], hp["config"]["normalize"], device,
-                   checkpoint.get("NamesDataModule"), checkpoint.get("calibration"), calibrated, hp.get("label_names"),
+                   checkpoint.get("data"), checkpoint.get("calibration"), calibrated, hp.get("label_names"),
                    checkpoint.get("model_card"))
 
     @classmethod

@@ -41,7 +41,7 @@ def percent(value: Any) -> str:
 
 
 def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: str) -> str:
-    hp, data = checkpoint["hyper_parameters"], checkpoint.get("NamesDataModule", {})
+    hp, data = checkpoint["hyper_parameters"], checkpoint.get("data") or {}
     model, transfer = hp["config"], hp.get("transfer") or {}
     calibration = checkpoint.get("calibration", {})
     refitted = is_refit(data)
@@ -73,9 +73,12 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         + ", ".join(f"{key}={value}" for key, value in model.items() if key not in ("optimizer", "scheduler")) + ".",
         "",
         "## Data and provenance",
-        f"- Corpus: `{manifest.get('root', '?')}` (the PyTorch tutorial names, "
-        "https://download.pytorch.org/tutorial/data.zip), sha256 of the files "
-        f"`{data.get('corpus_sha256', manifest.get('corpus_sha256', '?'))}`.",
+        (f"- Corpus: the table `{manifest['path']}` (names from column `{manifest['columns']['name_column']}`, "
+         f"labels from `{manifest['columns']['label_column']}`; rows read and skipped: {manifest.get('rows')}), "
+         if "path" in manifest else
+         f"- Corpus: `{manifest.get('root', '?')}` (the PyTorch tutorial names, "
+         "https://download.pytorch.org/tutorial/data.zip), ")
+        + f"sha256 `{data.get('corpus_sha256', manifest.get('corpus_sha256', '?'))}`.",
         f"- Normalization: `{data.get('normalize', model['normalize'])}`. Duplicate (name, language) pairs dropped; "
         "the split is by name string (a name is in exactly one of train/val/test, and so are spellings of it that "
         "differ only in case or punctuation), stratified by language.",

@@ -193,6 +193,9 @@ class NameClassifier(pl.LightningModule):
         return logits, targets
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        datamodule = self.trainer.datamodule
+        if datamodule is not None:  # one key for every corpus' split settings (Lightning's is the class name)
+            checkpoint["data"] = datamodule.state_dict()
         if self.calibration:
             checkpoint["calibration"] = self.calibration
 

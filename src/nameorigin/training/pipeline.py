@@ -94,7 +94,7 @@ def resolve_checkpoint(cfg: DictConfig, model: ModelConfig) -> tuple[str | None,
     path = find_last_checkpoint(cfg.paths.log_dir, exclude=cfg.paths.output_dir) if cfg.ckpt_path == "last" \
         else Path(cfg.ckpt_path)
     checkpoint = load_checkpoint(path, setting="ckpt_path")
-    if is_refit(checkpoint.get("NamesDataModule")):  # finished, and it has seen the validation names
+    if is_refit(checkpoint.get("data")):  # finished, and it has seen the validation names
         raise UserError(f"ckpt_path={path} is a refit model (trained on train + validation), not a training state: "
                         "resume from the run's last.ckpt or ckpt_path=last")
     trained_with = checkpoint["hyper_parameters"]["config"]
@@ -129,7 +129,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if pretrained is not None:
         transfer.check_held_out(model_config.init_from, pretrained, datamodule)
     if ckpt_path is not None:  # before the model is built from this corpus' vocabulary
-        datamodule.load_state_dict(resumed.get(type(datamodule).__name__, {}))
+        datamodule.load_state_dict(resumed.get("data", {}))
     model = build_model(cfg, model_config, datamodule, pretrained)
     callbacks = instantiate_all(cfg.get("callbacks"), "callbacks")
     loggers = instantiate_all(cfg.get("logger"), "logger")

@@ -42,7 +42,7 @@ def load_pretrained(path: str, config: ModelConfig) -> dict:
 def check_held_out(path: str, checkpoint: dict, datamodule: Any) -> None:
     """Refuse a starting point trained on this same corpus with another split: its weights have learnt names that
     are validation or test names here, so the new run's held-out scores would not be held out."""
-    state = checkpoint.get(type(datamodule).__name__)
+    state = checkpoint.get("data")
     # No state: pretrained on another corpus (the surnames), or saved without its split settings.
     if not state or state.get("corpus_sha256") != datamodule.corpus_sha256:
         return
