@@ -151,7 +151,7 @@ def test_pretrained_checkpoint_predicts_countries_with_codes_and_names(pretraine
                         cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     top = json.loads(result.stdout)[0]["predictions"][0]
-    assert len(top["language"]) == 2 and top["label_name"]
+    assert len(top["country"]) == 2 and top["label_name"]  # data.label_name of the surnames: country
     text = run_script([str(ROOT / "scripts" / "predict.py"), str(pretrained), "Kanemoto"], cwd=tmp_path)
     assert "JP" in text.stdout and ("Japan" in text.stdout)
 

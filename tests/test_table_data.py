@@ -62,7 +62,8 @@ def own_table(path: Path) -> Path:
 @pytest.mark.slow
 def test_a_table_of_its_own_trains_end_to_end_and_evaluates_beside_the_baseline(tmp_path):
     table = own_table(tmp_path / "people.csv")
-    result = train(tmp_path, "data=table", f"data.path={table}", *TINY, "trainer.max_epochs=4")
+    result = train(tmp_path, "data=table", f"data.path={table}", "data.label_name=origin", *TINY,
+                   "trainer.max_epochs=4")
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(tmp_path)
     manifest = json.loads((run / "split.json").read_text())
@@ -74,6 +75,16 @@ def test_a_table_of_its_own_trains_end_to_end_and_evaluates_beside_the_baseline(
                             "--evaluate", str(table), "--baseline"], cwd=tmp_path, timeout=300)
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     assert "test split:" in evaluated.stdout and "baseline" in evaluated.stdout.lower()
+    # What a label is called follows data.label_name: the JSON key, the table column and the card.
+    refit = str(run / "checkpoints" / "refit.ckpt")
+    answered = run_script([str(ROOT / "scripts" / "predict.py"), refit, "Ana Bisson", "--format", "json"], cwd=tmp_path)
+    assert set(json.loads(answered.stdout)[0]["predictions"][0]) == {"origin", "probability"}, answered.stdout
+    tabled = run_script([str(ROOT / "scripts" / "predict.py"), refit, "--file", str(table), "--column", "name"],
+                        cwd=tmp_path)
+    assert tabled.stdout.splitlines()[0].split(",")[2:4] == ["pred_origin", "pred_probability"], tabled.stdout[:300]
+    card = (run / "MODEL_CARD.md").read_text()
+    assert "name classifier (origin)" in card and "| origin | test names | F1 |" in card
+    assert "tutorial" not in card.split("## Intended use")[1]
     other = write_rows(tmp_path / "other.csv", [["Ana Bob", "north"], ["Ana Eve", "south"]])
     refused = run_script([str(ROOT / "scripts" / "predict.py"), str(run / "checkpoints" / "refit.ckpt"),
                           "--evaluate", str(other)], cwd=tmp_path)

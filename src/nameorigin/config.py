@@ -185,6 +185,7 @@ class LoaderConfig:
     batch_size: int = 64
     num_workers: int = 0  # batches are slices of pre-encoded tensors: workers only add start-up time
     normalize: Normalize = Normalize.ascii
+    label_name: str = "language"  # what a label is: prediction columns, JSON keys and the model card say it
 
     def __post_init__(self) -> None:
         self.normalize = choice("data.normalize", Normalize, self.normalize)
@@ -193,6 +194,9 @@ class LoaderConfig:
         whole("data.split_seed", self.split_seed)
         whole("data.batch_size", self.batch_size, 1)
         whole("data.num_workers", self.num_workers)
+        if not self.label_name.isidentifier():  # it becomes a column name and a JSON key
+            raise UserError(f"data.label_name={self.label_name!r} must be one word of letters, digits or _, "
+                            "e.g. origin")
 
 
 @dataclass
@@ -221,6 +225,7 @@ class TableDataConfig(LoaderConfig):
     label_column: str = "label"
     label_separator: str = ";"  # several labels in one cell: a name under several labels
     delimiter: str | None = None  # null: tab for .tsv/.tab, else comma; "tab" for a tab
+    label_name: str = "label"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -239,6 +244,7 @@ class SurnamesDataConfig(LoaderConfig):
     limit: int = 0  # > 0: a deterministic sample of this many names
     split_fractions: list[float] = field(default_factory=lambda: [0.98, 0.01, 0.01])
     batch_size: int = 512
+    label_name: str = "country"
 
     def __post_init__(self) -> None:
         super().__post_init__()

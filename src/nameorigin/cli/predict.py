@@ -122,7 +122,7 @@ def read_names(args: argparse.Namespace) -> list[str]:
     return [line for line in lines if line.strip()]
 
 
-def write(predictions: Iterable[Prediction], fmt: str) -> None:
+def write(predictions: Iterable[Prediction], fmt: str, label_name: str = "language") -> None:
     out = sys.stdout
     if fmt == "json":
         json.dump([p.as_dict() for p in predictions], out, ensure_ascii=False, indent=1)
@@ -131,7 +131,7 @@ def write(predictions: Iterable[Prediction], fmt: str) -> None:
         predictions = list(predictions)
         with_sets = any(p.prediction_set is not None for p in predictions)
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["name", "language", "probability", "rank"] + (["in_prediction_set"] if with_sets else []))
+        writer.writerow(["name", label_name, "probability", "rank"] + (["in_prediction_set"] if with_sets else []))
         for p in predictions:
             members = set(p.prediction_set or [])
             for rank, (language, probability) in enumerate(p.predictions, start=1):
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         names = read_names(args)
         write(predictor.predict(names, top_k=args.top_k or 3, batch_size=args.batch_size, coverage=args.coverage),
-              args.format)
+              args.format, predictor.label_name)
     except BrokenPipeError:  # `| head` closed the pipe: not an error
         return 0
     return 0

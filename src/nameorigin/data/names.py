@@ -146,6 +146,7 @@ class NamesDataModule(BucketedDataModule):
         self.splits: dict[str, list[tuple[str, str]]] = {}
         self.fixed_vocab: list[str] | None = None
         self.trained_on = "train"  # "train+val" once add_validation_to_training() ran (the refit)
+        self.label_name = config.label_name
 
     def prepare_data(self) -> None:
         if self.root.exists() and not self.root.is_dir():

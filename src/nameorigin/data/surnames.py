@@ -187,6 +187,7 @@ class SurnamesDataModule(BucketedDataModule):
         self.split_fractions = config.split_fractions
         self.batch_size, self.limit, self.num_workers = config.batch_size, config.limit, config.num_workers
         self.vocab, self.splits = list(VOCAB), {}
+        self.label_name = config.label_name
 
     def prepare_data(self) -> None:
         """Convert the package's files once (rank 0 only under DDP; the others then read the cache)."""

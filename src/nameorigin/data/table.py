@@ -87,6 +87,7 @@ class TableDataModule(NamesDataModule):
         self.fixed_vocab: list[str] | None = None
         self.trained_on = "train"
         self.row_counts: dict[str, int] = {}
+        self.label_name = config.label_name
 
     def prepare_data(self) -> None:
         """Nothing to fetch: the table is the user's."""

@@ -33,13 +33,14 @@ class Prediction:
     error: str | None = None
     prediction_set: list[str] | None = None  # with a coverage level: the conformal set, most probable first
     label_names: dict[str, str] | None = None  # a country model's ISO code -> country name
+    label_key: str = "language"  # what a label is called (data.label_name): the JSON key
 
     def as_dict(self) -> dict:
         result = {"name": self.name,
-                  "predictions": [{"language": lang, "probability": round(p, 6)} for lang, p in self.predictions]}
+                  "predictions": [{self.label_key: lang, "probability": round(p, 6)} for lang, p in self.predictions]}
         if self.label_names:
             for entry in result["predictions"]:
-                entry["label_name"] = self.label_names.get(entry["language"], "")
+                entry["label_name"] = self.label_names.get(entry[self.label_key], "")
         if self.prediction_set is not None:
             result["prediction_set"] = self.prediction_set
         if self.error:
@@ -58,6 +59,7 @@ class Predictor:
         self.net, self.vocab, self.labels, self.normalize = net.eval(), list(vocab), list(labels), normalize
         self.model_card = model_card  # MODEL_CARD.md, carried into exports
         self.data_settings = data_settings or {}  # split settings + corpus hash, for evaluate()
+        self.label_name = self.data_settings.get("label_name", "language")
         self.calibration = calibration or {}  # temperature (already inside the model) and conformal thresholds
         self.label_names = dict(zip(self.labels, label_names, strict=True)) if label_names else None
         # The model divides by the fitted temperature; multiplying by it again undoes the scaling on request.
@@ -164,7 +166,7 @@ class Predictor:
             values, indices = next(rows)
             results.append(Prediction(name, [(labels[j], p) for p, j in zip(values, indices, strict=True)],
                                       prediction_set=None if sets is None else next(sets),
-                                      label_names=self.label_names))
+                                      label_names=self.label_names, label_key=self.label_name))
         return results
 
     def _sets(self, probs: torch.Tensor, threshold: float) -> list[list[str]]:

@@ -24,10 +24,10 @@ def delimiter_for(path: str | Path, given: str | None = None) -> str:
     return "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
 
 
-def prediction_columns(top_k: int, coverage: float | None) -> list[str]:
-    columns = ["pred_language", "pred_probability"]
+def prediction_columns(top_k: int, coverage: float | None, label_name: str = "language") -> list[str]:
+    columns = [f"pred_{label_name}", "pred_probability"]
     for rank in range(2, top_k + 1):
-        columns += [f"pred_language_{rank}", f"pred_probability_{rank}"]
+        columns += [f"pred_{label_name}_{rank}", f"pred_probability_{rank}"]
     if coverage is not None:
         columns.append(f"pred_set_{coverage * 100:g}")
     return [*columns, "pred_reason"]
@@ -68,7 +68,7 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: Te
                                    f"{', '.join(map(repr, header))}")
             index, width = header.index(column), len(header)
             writer = csv.writer(out, delimiter=separator, lineterminator="\n")
-            writer.writerow([*header, *prediction_columns(top_k, coverage)])
+            writer.writerow([*header, *prediction_columns(top_k, coverage, predictor.label_name)])
             written = 0
             while chunk := list(itertools.islice(rows, CHUNK_ROWS)):
                 chunk = [row + [""] * (width - len(row)) for row in chunk]  # short rows keep the columns aligned

@@ -25,6 +25,17 @@ LIMITS = """\
   stated coverage only for names drawn like the validation names."""
 
 
+TABLE_LIMITS = """\
+- A name's {label} in `{path}` (column `{column}`) is what the model learns: it says nothing certain about a
+  person's ethnicity, nationality or citizenship. Use the output to study names, never to make decisions about
+  people.
+- Scores are weakest on the rarest labels (see the per-label table) and on names several labels share.
+- Names are folded to ASCII unless the run says otherwise; names in other scripts get no prediction.
+- Probabilities are calibrated on the validation split of this table only; on other populations of names both
+  accuracy and calibration will differ. Prediction sets keep their stated coverage only for names drawn like the
+  validation names."""
+
+
 def reproduce_command() -> str:
     """`python train.py` with the overrides of this run, when Hydra started it."""
     try:
@@ -49,10 +60,13 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
     labels, counts = hp["labels"], manifest.get("counts", {})
     ngram = f"hashed 1-{model['ngram_max']}-gram head ({model['ngram_buckets']} buckets)" \
         if model["ngram_buckets"] else "no n-gram head"
+    label = data.get("label_name", "language")
+    table = "path" in manifest  # trained on a user's table, not the tutorial corpus' files
+    what = ("language-of-origin classifier", "the language of origin of a surname", "languages") if not table \
+        else (f"name classifier ({label})", f"the {label} of a name", f"{label} labels")
     lines = [
-        f"# Model card: nameorigin {model['cell'].upper()} language-of-origin classifier", "",
-        "Predicts the language of origin of a surname among "
-        f"{len(labels)} languages: {', '.join(labels)}.", "",
+        f"# Model card: nameorigin {model['cell'].upper()} {what[0]}", "",
+        f"Predicts {what[1]} among {len(labels)} {what[2]}: {', '.join(labels)}.", "",
         "## Model",
         f"- One {model['cell']} cell (hidden {model['hidden_size']}, embedding {model['embedding_dim'] or 'one-hot'}) "
         f"applied to every character with shared weights, a linear head on the last state, and {ngram}.",
@@ -99,7 +113,7 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         f"`python scripts/predict.py CKPT --evaluate {manifest.get('root', 'DIR')} --baseline` fits it (C chosen on "
         f"validation{', then refitted on train + validation as this model was' if refitted else ''}) and compares "
         "the two on the same test names, with a paired bootstrap interval.", "",
-        "| language | test names | F1 |", "|---|---|---|",
+        f"| {label} | test names | F1 |", "|---|---|---|",
     ]
     for label in labels:
         f1 = metrics.get(f"test_f1/{label}")
@@ -127,7 +141,9 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
             name = f"{float(level) * 100:g}"
             lines.append(f"| {level} | {threshold:.4f} | {percent(metrics.get(f'test/coverage_{name}'))} | "
                          f"{metrics.get(f'test/set_size_{name}', float('nan')):.2f} |")
-    lines += ["", "## Intended use and limits", LIMITS, "", "## Reproduce", "```bash", command, "```", ""]
+    limits = LIMITS if not table else TABLE_LIMITS.format(path=manifest["path"], label=label,
+                                                           column=manifest["columns"]["label_column"])
+    lines += ["", "## Intended use and limits", limits, "", "## Reproduce", "```bash", command, "```", ""]
     return "\n".join(lines)
 
 

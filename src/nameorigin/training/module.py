@@ -195,7 +195,7 @@ class NameClassifier(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         datamodule = self.trainer.datamodule
         if datamodule is not None:  # one key for every corpus' split settings (Lightning's is the class name)
-            checkpoint["data"] = datamodule.state_dict()
+            checkpoint["data"] = {**datamodule.state_dict(), "label_name": getattr(datamodule, "label_name", "label")}
         if self.calibration:
             checkpoint["calibration"] = self.calibration
 
