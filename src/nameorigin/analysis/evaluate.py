@@ -9,7 +9,7 @@ import torch
 from nameorigin.base.errors import UserError
 from nameorigin.config import TableDataConfig
 from nameorigin.data.names import label_files, read_corpus, split_by_name
-from nameorigin.data.table import read_table
+from nameorigin.data.table import COLUMN_SETTINGS, read_table
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
 
 
@@ -32,7 +32,7 @@ def checkpoint_splits(predictor: Predictor, root: str | Path) -> dict[str, list[
     if not {"corpus_sha256", "split_seed", "split_fractions"} <= settings.keys():
         raise UserError("this checkpoint holds no split settings: evaluate needs one written by train.py")
     if "label_column" in settings:  # trained on a table: read it again with the stored column settings
-        columns = {key: settings[key] for key in ("name_column", "label_column", "label_separator", "delimiter")}
+        columns = {key: settings[key] for key in COLUMN_SETTINGS}
         pairs, digest, _ = read_table(TableDataConfig(path=str(root), normalize=settings["normalize"], **columns))
     elif not label_files(Path(root)):  # read_corpus's own message names train.py's data.root override
         raise UserError(f"{root} holds no <Language>.txt files: pass the folder the checkpoint was trained on")

@@ -137,16 +137,18 @@ class NamesDataModule(BucketedDataModule):
 
     def __init__(self, **settings: Any):
         super().__init__()
-        self.config = config = NamesDataConfig(**settings)
-        self.root = Path(config.root) if config.root is not None else shipped_corpus()
+        config = NamesDataConfig(**settings)
+        self.adopt(config, Path(config.root) if config.root is not None else shipped_corpus())
         self.url, self.download = config.url, config.download
-        self.normalize = config.normalize.value
+
+    def adopt(self, config: Any, root: Path) -> None:
+        """The settings every reader of (name, label) pairs shares, from its typed config."""
+        self.config, self.root, self.normalize = config, root, config.normalize.value
         self.split_fractions, self.split_seed = config.split_fractions, config.split_seed
-        self.batch_size, self.num_workers = config.batch_size, config.num_workers
+        self.batch_size, self.num_workers, self.label_name = config.batch_size, config.num_workers, config.label_name
         self.splits: dict[str, list[tuple[str, str]]] = {}
         self.fixed_vocab: list[str] | None = None
         self.trained_on = "train"  # "train+val" once add_validation_to_training() ran (the refit)
-        self.label_name = config.label_name
 
     def prepare_data(self) -> None:
         if self.root.exists() and not self.root.is_dir():

@@ -19,6 +19,13 @@ from nameorigin.config import TableDataConfig
 from nameorigin.data.names import NamesDataModule
 
 MAX_NAME_LENGTH = 64  # longer cells are not one name (the Predictor refuses them too)
+# The column settings a checkpoint keeps (to read the table again), and those its sha256 covers.
+COLUMN_SETTINGS = ("name_column", "label_column", "label_separator", "delimiter")
+DIGESTED = COLUMN_SETTINGS[:3]
+
+
+def column_settings(config: TableDataConfig, keys: tuple[str, ...] = COLUMN_SETTINGS) -> dict[str, Any]:
+    return {key: getattr(config, key) for key in keys}
 
 
 def table_delimiter(path: Path, delimiter: str | None) -> str:
@@ -69,8 +76,8 @@ def read_table(config: TableDataConfig) -> tuple[list[tuple[str, str]], str, dic
     if counts["rows"] and counts["blank_label"] == counts["rows"]:
         raise UserError(f"data.label_column={config.label_column} is blank on every row of {path}: name the "
                         "column that holds the labels")
-    settings = {key: getattr(config, key) for key in ("name_column", "label_column", "label_separator")}
-    digest = hashlib.sha256(raw + b"\0" + json.dumps(settings, sort_keys=True).encode()).hexdigest()
+    settings = json.dumps(column_settings(config, DIGESTED), sort_keys=True).encode()
+    digest = hashlib.sha256(raw + b"\0" + settings).hexdigest()
     return sorted(pairs), digest, dict(counts)
 
 
@@ -79,15 +86,9 @@ class TableDataModule(NamesDataModule):
 
     def __init__(self, **settings: Any):
         super(NamesDataModule, self).__init__()
-        self.config = config = TableDataConfig(**settings)
-        self.root, self.normalize = Path(config.path), config.normalize.value
-        self.split_fractions, self.split_seed = config.split_fractions, config.split_seed
-        self.batch_size, self.num_workers = config.batch_size, config.num_workers
-        self.splits: dict[str, list[tuple[str, str]]] = {}
-        self.fixed_vocab: list[str] | None = None
-        self.trained_on = "train"
+        config = TableDataConfig(**settings)
+        self.adopt(config, Path(config.path))
         self.row_counts: dict[str, int] = {}
-        self.label_name = config.label_name
 
     def prepare_data(self) -> None:
         """Nothing to fetch: the table is the user's."""
@@ -98,22 +99,20 @@ class TableDataModule(NamesDataModule):
 
     def check_every_label_is_split(self) -> None:
         """A label must have a name in each of train, validation and test, or its scores mean nothing."""
-        counts = Counter(label for _, label in self.splits["train"] + self.splits["val"] + self.splits["test"])
-        missing = sorted(label for label in self.labels
-                         if any(label not in {lab for _, lab in self.splits[s]} for s in ("train", "val", "test")))
+        counts = Counter(label for pairs in self.splits.values() for _, label in pairs)
+        present = [{label for _, label in pairs} for pairs in self.splits.values()]
+        missing = sorted(label for label in self.labels if not all(label in labels for labels in present))
         if missing:
             shown = ", ".join(f"{label} ({counts[label]} names)" for label in missing[:5])
             raise UserError(f"{self.corpus_setting()}: too few names to split label {shown}: each label needs "
                             "a name in train, validation and test; add names or drop those rows")
 
     def manifest(self) -> dict:
-        settings = {key: getattr(self.config, key) for key in ("name_column", "label_column", "label_separator")}
-        return {**super().manifest(), "path": str(self.root), "columns": settings, "rows": self.row_counts}
+        return {**super().manifest(), "path": str(self.root), "columns": column_settings(self.config, DIGESTED),
+                "rows": self.row_counts}
 
     def state_dict(self) -> dict:
-        settings = {key: getattr(self.config, key)
-                    for key in ("name_column", "label_column", "label_separator", "delimiter")}
-        return {**super().state_dict(), **settings}
+        return {**super().state_dict(), **column_settings(self.config)}
 
     def corpus_setting(self) -> str:
         return f"data.path={self.root}"
