@@ -208,7 +208,7 @@ def test_ddp_cpu_two_processes_train_log_once_and_test_like_one_process(tmp_path
     model = NameClassifier(**torch.load(best, weights_only=True)["hyper_parameters"])
     model.load_state_dict(torch.load(best, weights_only=True)["state_dict"])
     model.net.temperature.fill_(1.0)
-    logits, targets = model.collect_logits(datamodule.whole_split_loader("val"))
+    logits, targets, _ = model.collect_logits(datamodule.whole_split_loader("val"))
     assert len(targets) == 17
     fitted = calibrate(logits, targets, [0.9], 15)["temperature"]
     assert torch.load(best, weights_only=True)["calibration"]["temperature"] == pytest.approx(fitted, abs=1e-6)

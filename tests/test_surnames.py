@@ -104,13 +104,14 @@ def test_datamodule_splits_by_name_and_the_soft_loss_is_cross_entropy_against_th
     data.setup()
     names = {s: {data.corpus.names[r] for r in rows} for s, rows in data.splits.items()}
     assert not (names["train"] & names["val"] or names["train"] & names["test"] or names["val"] & names["test"])
-    tokens, lengths, targets, shares = next(iter(data.train_dataloader()))
+    batch = next(iter(data.train_dataloader()))
+    tokens, lengths, targets, shares = batch[:4]
     torch.testing.assert_close(shares.sum(1), torch.ones(len(shares)))
     assert bool((targets == shares.argmax(1)).all()) and tokens.shape[1] == int(lengths.max())
     module = NameClassifier(ModelConfig(hidden_size=8, embedding_dim=4, soft_targets=True), data.vocab, data.labels)
     logits = torch.randn(len(targets), len(data.labels))
     expected = -(shares * logits.log_softmax(-1)).sum(1).mean()
-    torch.testing.assert_close(module.loss(logits, targets, shares), expected)
+    torch.testing.assert_close(module.loss(logits, batch), expected)
 
 
 def test_datamodule_refuses_to_resume_on_another_split(tiny_surnames):

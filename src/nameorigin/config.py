@@ -122,7 +122,7 @@ class ModelConfig(NetConfig):
     label_smoothing: float = 0.0
     class_weights: Any = None  # null | balanced | sqrt (from training counts) | one positive number per label
     logit_adjustment: float = 0.0  # > 0: predict with logits - tau * log(training prior)
-    soft_targets: bool = False  # a name's languages share its target
+    soft_targets: bool | None = None  # null: a share table's or the surnames' shares; true: languages share a target
     normalize: Normalize = Normalize.ascii
     init_from: str | None = None  # fine-tuning: a checkpoint of experiment=surnames_pretrain
     transfer_features: bool = True  # keep the pretrained country head as features
@@ -225,14 +225,28 @@ class TableDataConfig(LoaderConfig):
     label_column: str = "label"
     label_separator: str = ";"  # several labels in one cell: a name under several labels
     delimiter: str | None = None  # null: tab for .tsv/.tab, else comma; "tab" for a tab
+    share_columns: list[str] | None = None  # one numeric column per label: soft targets (label_column unused)
+    weight_column: str | None = None  # a count or weight per row, for the training loss
     label_name: str = "label"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not str(self.path).strip():
-            raise UserError("data.path is missing: pass data.path=<a CSV or TSV of names with a header row>")
+            raise UserError("data.path is missing: pass data.path=<a CSV, TSV or Parquet file of names>")
         if not self.label_separator:
             raise UserError("data.label_separator is empty: pass the character between labels in a cell, e.g. ;")
+        if self.share_columns is not None:
+            shares = self.share_columns = [str(column) for column in self.share_columns]
+            if len(set(shares)) < 2 or len(set(shares)) != len(shares) or not all(c.strip() for c in shares):
+                raise UserError(f"data.share_columns={shares} must name two or more distinct columns, one per "
+                                "label, e.g. data.share_columns=[F,M]")
+            taken = {self.name_column, self.weight_column} & set(shares)
+            if taken:
+                raise UserError(f"data.share_columns={shares} holds {', '.join(sorted(taken))}, the name or "
+                                "weight column: name the label columns only")
+        if self.weight_column is not None and self.weight_column == self.name_column:
+            raise UserError(f"data.weight_column={self.weight_column} is the name column: name the column of counts "
+                            "or weights")
 
 
 @dataclass

@@ -32,8 +32,9 @@ def checkpoint_splits(predictor: Predictor, root: str | Path) -> dict[str, list[
     if not {"corpus_sha256", "split_seed", "split_fractions"} <= settings.keys():
         raise UserError("this checkpoint holds no split settings: evaluate needs one written by train.py")
     if "label_column" in settings:  # trained on a table: read it again with the stored column settings
-        columns = {key: settings[key] for key in COLUMN_SETTINGS}
-        pairs, digest, _ = read_table(TableDataConfig(path=str(root), normalize=settings["normalize"], **columns))
+        columns = {key: settings[key] for key in COLUMN_SETTINGS if key in settings}  # older: no share columns
+        table = read_table(TableDataConfig(path=str(root), normalize=settings["normalize"], **columns))
+        pairs, digest = table.pairs, table.digest  # with shares: each name under its majority label
     elif not label_files(Path(root)):  # read_corpus's own message names train.py's data.root override
         raise UserError(f"{root} holds no <Language>.txt files: pass the folder the checkpoint was trained on")
     else:

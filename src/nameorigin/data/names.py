@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from importlib import resources
@@ -13,9 +14,9 @@ from typing import Any
 import torch
 
 from nameorigin.base.errors import UserError
-from nameorigin.base.textnorm import build_vocab, encode, normalize_name, variant_key
+from nameorigin.base.textnorm import build_vocab, normalize_name, variant_key
 from nameorigin.config import NamesDataConfig
-from nameorigin.data.batching import TRAINED_ON, BucketedDataModule, EncodedRows, pad_batch
+from nameorigin.data.batching import TRAINED_ON, Batch, BucketedDataModule, EncodedRows, encode_names
 from nameorigin.data.download import download_corpus
 
 NOT_LABELS = ("README", "LICENSE", "SHA256")  # documentation beside a corpus, even when saved as .txt
@@ -110,26 +111,40 @@ def split_by_name(
 
 
 class EncodedNames(EncodedRows):
-    """Names encoded once up front so the loader only slices tensors."""
+    """Names encoded once up front so the loader only slices tensors: one row per (name, label) pair.
 
-    def __init__(self, pairs: Sequence[tuple[str, str]], char_to_index: dict[str, int], labels: list[str]):
+    `shares` (float [pairs, labels], one pair per name under its majority label) replaces the pairs' own labels as
+    the targets' distribution: a share table's columns. `weights` ([pairs]) is each row's weight in the training
+    loss (data.weight_column)."""
+
+    def __init__(self, pairs: Sequence[tuple[str, str]], char_to_index: dict[str, int], labels: list[str],
+                 shares: torch.Tensor | None = None, weights: torch.Tensor | None = None):
         label_index = {label: i for i, label in enumerate(labels)}
         self.names = [name for name, _ in pairs]
-        self.tokens, self.lengths = pad_batch([encode(name, char_to_index) for name in self.names])
+        self.tokens, self.lengths = encode_names(self.names, char_to_index)
         self.targets = torch.tensor([label_index[lang] for _, lang in pairs], dtype=torch.long)
+        self.weights = weights
+        if shares is not None:
+            self.languages = shares
+            return
         # Every language of each pair's name (a name's pairs always share a split): for soft targets and for
-        # accuracy that counts any of a name's languages as right.
-        languages_of: dict[str, list[int]] = defaultdict(list)
-        for name, lang in pairs:
-            languages_of[name].append(label_index[lang])
+        # accuracy that counts any of a name's languages as right. Most names have one: only the others loop.
         self.languages = torch.zeros(len(pairs), len(labels), dtype=torch.bool)
+        self.languages[torch.arange(len(pairs)), self.targets] = True
+        several = {name for name, count in Counter(self.names).items() if count > 1}
+        languages_of: dict[str, list[int]] = defaultdict(list)
         for row, name in enumerate(self.names):
-            self.languages[row, languages_of[name]] = True
+            if name in several:
+                languages_of[name].append(int(self.targets[row]))
+        for row, name in enumerate(self.names):
+            if name in several:
+                self.languages[row, languages_of[name]] = True
 
-    def collate(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(tokens, lengths, targets, languages): languages[i, k] is True when language k is one of name i's."""
+    def collate(self, indices: list[int]) -> Batch:
+        """languages[i, k] is True when language k is one of name i's (or label k's share of name i)."""
         idx, tokens, lengths = self.rows(indices)
-        return tokens, lengths, self.targets[idx], self.languages[idx]
+        return Batch(tokens, lengths, self.targets[idx], self.languages[idx],
+                     None if self.weights is None else self.weights[idx])
 
 
 class NamesDataModule(BucketedDataModule):
@@ -149,6 +164,7 @@ class NamesDataModule(BucketedDataModule):
         self.splits: dict[str, list[tuple[str, str]]] = {}
         self.fixed_vocab: list[str] | None = None
         self.trained_on = "train"  # "train+val" once add_validation_to_training() ran (the refit)
+        self.soft_labels = False  # hard labels: a share table's columns make them soft
 
     def prepare_data(self) -> None:
         if self.root.exists() and not self.root.is_dir():
@@ -167,19 +183,30 @@ class NamesDataModule(BucketedDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
+        started = time.perf_counter()
         pairs, self.corpus_sha256 = self.read_pairs()
-        self.labels = sorted({language for _, language in pairs})
+        self.labels = self.label_set(pairs)
         if len(self.labels) < 2:
             raise UserError(f"{self.corpus_setting()} holds one label ({', '.join(self.labels)}): a classifier "
                             "needs at least two")
+        read = time.perf_counter()
         self.splits = split_by_name(pairs, self.split_fractions, self.split_seed)
         if not self.splits["train"]:
             raise UserError(f"{self.corpus_setting()} is too small to split: add names")
         self.check_every_label_is_split()
+        split = time.perf_counter()
         # Fine-tuning sets fixed_vocab to the pretrained model's vocabulary before setup.
         self.vocab = self.fixed_vocab or build_vocab([name for name, _ in self.splits["train"]])
-        char_to_index = {c: i for i, c in enumerate(self.vocab)}
-        self.datasets = {s: EncodedNames(p, char_to_index, self.labels) for s, p in self.splits.items()}
+        self.datasets = {s: self.encode(p) for s, p in self.splits.items()}
+        self.setup_seconds = {"read": read - started, "split": split - read, "encode": time.perf_counter() - split}
+
+    def label_set(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
+        """The labels, in the order of the model's outputs."""
+        return sorted({language for _, language in pairs})
+
+    def encode(self, pairs: Sequence[tuple[str, str]]) -> EncodedNames:
+        """One split's pairs as tensors (a share table adds its shares and weights)."""
+        return EncodedNames(pairs, {c: i for i, c in enumerate(self.vocab)}, self.labels)
 
     def check_every_label_is_split(self) -> None:
         """Hook for readers that refuse a label missing from train, validation or test (the table reader)."""
@@ -187,9 +214,7 @@ class NamesDataModule(BucketedDataModule):
     def add_validation_to_training(self) -> None:
         """The refit's training set: train and validation pairs together, encoded with the vocabulary built from
         train. The splits themselves (and split.json) keep saying which names were validation."""
-        char_to_index = {c: i for i, c in enumerate(self.vocab)}
-        pairs = sorted(self.splits["train"] + self.splits["val"])
-        self.datasets["train"] = EncodedNames(pairs, char_to_index, self.labels)
+        self.datasets["train"] = self.encode(sorted(self.splits["train"] + self.splits["val"]))
         self.trained_on = TRAINED_ON
 
     def class_weights(self, mode: str) -> list[float]:

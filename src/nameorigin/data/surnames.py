@@ -31,7 +31,7 @@ from nameorigin.base.atomic import write_atomically
 from nameorigin.base.errors import UserError
 from nameorigin.base.textnorm import PAD, UNK
 from nameorigin.config import SurnamesDataConfig
-from nameorigin.data.batching import BucketedDataModule, EncodedRows
+from nameorigin.data.batching import Batch, BucketedDataModule, EncodedRows
 from nameorigin.data.names import split_by_name
 
 TOP = 10  # names-dataset keeps at most 10 countries per name
@@ -41,13 +41,14 @@ MAX_LENGTH = 64
 VOCAB = [PAD, UNK, *sorted(set(string.printable) - set(string.whitespace) | {" "})]
 
 
-def package_pickle() -> Path:
-    """The last-names pickle inside the installed names-dataset package: the only pickle this project opens."""
+def package_pickle(file: str = "last_names.pkl.gz") -> Path:
+    """A pickle inside the installed names-dataset package (its last or first names): the only pickles this
+    project opens."""
     spec = importlib.util.find_spec("names_dataset")
     if spec is None or not spec.submodule_search_locations:
         raise UserError("the surnames corpus needs the names-dataset package: pip install -e '.[surnames]' "
                         "(or run make pretrain)")
-    path = Path(next(iter(spec.submodule_search_locations))) / "v3" / "last_names.pkl.gz"
+    path = Path(next(iter(spec.submodule_search_locations))) / "v3" / file
     if not path.is_file():
         raise UserError(f"names-dataset is installed but {path} is missing: reinstall names-dataset==3.3.1")
     return path
@@ -167,11 +168,11 @@ class EncodedSurnames(EncodedRows):
         padded = np.frombuffer("".join(n.ljust(width, "\0") for n in names).encode("ascii"), dtype=np.uint8)
         self.tokens = torch.from_numpy(table[padded].reshape(len(names), width))  # "\0" maps to <pad> = 0
 
-    def collate(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(tokens, lengths, most common country, country shares)."""
+    def collate(self, indices: list[int]) -> Batch:
+        """The targets are each name's most common country; the shares, its country shares."""
         idx, tokens, lengths = self.rows(indices)
         shares = self.corpus.shares(self.cache_rows[idx])
-        return tokens, lengths, shares.argmax(1), shares
+        return Batch(tokens, lengths, shares.argmax(1), shares)
 
 
 class SurnamesDataModule(BucketedDataModule):
@@ -188,6 +189,7 @@ class SurnamesDataModule(BucketedDataModule):
         self.batch_size, self.limit, self.num_workers = config.batch_size, config.limit, config.num_workers
         self.vocab, self.splits = list(VOCAB), {}
         self.label_name = config.label_name
+        self.soft_labels = True  # the targets are each name's country shares
 
     def prepare_data(self) -> None:
         """Convert the package's files once (rank 0 only under DDP; the others then read the cache)."""

@@ -1,27 +1,42 @@
-"""A table of labelled names (CSV or TSV with a header row) as a corpus: `data=table data.path=people.csv
-data.name_column=surname data.label_column=origin`. The rows become (name, label) pairs and go through the same
-split as the folder of <Language>.txt files (nameorigin.data.names.split_by_name): duplicates dropped, a name and
-its spelling variants in one split, stratified by label."""
+"""A table of labelled names (CSV or TSV with a header row, or Parquet) as a corpus: `data=table
+data.path=people.csv data.name_column=surname data.label_column=origin`. The rows become (name, label) pairs and go
+through the same split as the folder of <Language>.txt files (nameorigin.data.names.split_by_name): duplicates
+dropped, a name and its spelling variants in one split, stratified by label.
+
+Two optional kinds of column change what a row says:
+- `data.share_columns=[F,M]`: each label's share of the people with the name (counts or fractions; a blank
+  cell is 0). The shares are the training targets; the name is split, stratified and scored under its majority
+  label (ties to the first label in alphabetical order). A name on several rows pools them, weighted.
+- `data.weight_column=count`: how many people a row stands for, or any weight: the row's weight in the training
+  loss. Rows of one (name, label) pair add up (with shares: rows of one name).
+A row whose weight is 0, or whose shares sum to 0, is skipped and counted; a cell that is not a number, or is
+negative, is refused with its line.
+"""
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
-from collections import Counter
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import torch
 
 from nameorigin.base.errors import UserError
 from nameorigin.base.textnorm import normalize_name
 from nameorigin.config import TableDataConfig
-from nameorigin.data.names import NamesDataModule
+from nameorigin.data.names import EncodedNames, NamesDataModule
 
 MAX_NAME_LENGTH = 64  # longer cells are not one name (the Predictor refuses them too)
+PARQUET_SUFFIXES = (".parquet", ".pq")
 # The column settings a checkpoint keeps (to read the table again), and those its sha256 covers.
-COLUMN_SETTINGS = ("name_column", "label_column", "label_separator", "delimiter")
-DIGESTED = COLUMN_SETTINGS[:3]
+COLUMN_SETTINGS = ("name_column", "label_column", "label_separator", "delimiter", "share_columns", "weight_column")
+DIGESTED = ("name_column", "label_column", "label_separator", "share_columns", "weight_column")
 
 
 def column_settings(config: TableDataConfig, keys: tuple[str, ...] = COLUMN_SETTINGS) -> dict[str, Any]:
@@ -35,50 +50,145 @@ def table_delimiter(path: Path, delimiter: str | None) -> str:
     return "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
 
 
-def read_table(config: TableDataConfig) -> tuple[list[tuple[str, str]], str, dict[str, int]]:
-    """(name, label) pairs, duplicates dropped and sorted; the sha256 of the file and the column settings; and
-    the counts of rows read and skipped (a blank or over-long name, a blank label). Rows never shift."""
-    path = Path(config.path)
-    if not path.is_file():
-        state = "is a folder" if path.is_dir() else "does not exist"
-        raise UserError(f"data.path={path} {state}: pass a CSV or TSV file with a header row")
-    raw = path.read_bytes()
+@dataclass
+class Table:
+    """What a table holds, read once. In share mode `pairs` has one pair per name, under its majority label."""
+
+    pairs: list[tuple[str, str]]  # sorted, duplicates dropped
+    labels: list[str]  # the model's outputs, in order
+    digest: str  # sha256 of the file and the column settings that decide what was read
+    counts: dict[str, int]  # rows read and rows skipped, by reason
+    shares: np.ndarray | None = None  # [pairs, labels] float32, rows summing to 1 (data.share_columns)
+    weights: np.ndarray | None = None  # [pairs] float64 (data.weight_column)
+
+
+def csv_rows(path: Path, raw: bytes, delimiter: str | None) -> tuple[list[str], Iterator[tuple[str, list]]]:
+    import csv
+    import io
+
     try:
         text = raw.decode("utf-8-sig")  # a BOM is fine
     except UnicodeDecodeError as error:
         line = raw[: error.start].count(b"\n") + 1
         raise UserError(f"data.path={path}: line {line} is not UTF-8: re-save the table as UTF-8") from None
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=table_delimiter(path, config.delimiter))
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=table_delimiter(path, delimiter))
     header = [cell.strip() for cell in next(reader, [])]
-    columns = {}
-    for setting in ("name_column", "label_column"):
-        wanted = getattr(config, setting)
-        if wanted not in header:
-            raise UserError(f"data.{setting}={wanted} is not a column of {path}: its columns are "
+    return header, ((f"line {reader.line_num}", row) for row in reader)
+
+
+def parquet_rows(path: Path, wanted: list[str]) -> tuple[list[str], Iterator[tuple[str, list]]]:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise UserError(f"data.path={path} is Parquet, which needs pyarrow: pip install 'nameorigin[parquet]' "
+                        "(or save the table as CSV)") from None
+    try:
+        header = pq.read_schema(path).names
+        table = pq.read_table(path, columns=[c for c in dict.fromkeys(wanted) if c in header])
+    except (OSError, pa.ArrowException) as error:
+        raise UserError(f"data.path={path} is not a readable Parquet file ({error}): re-save it") from None
+    # Rows laid out like the header, as a CSV's are; only the wanted columns are read, the others stay None.
+    columns = {c: table.column(c).to_pylist() for c in table.column_names}
+    order = [columns.get(c, [None] * table.num_rows) for c in header]
+    return header, ((f"row {i}", list(row)) for i, row in enumerate(zip(*order, strict=True), start=1))
+
+
+def text(cell: Any) -> str:
+    return "" if cell is None else str(cell)
+
+
+def number(cell: Any, setting: str, where: str, path: Path, blank: float | None) -> float:
+    """A cell's non-negative finite number; a blank cell is `blank` or, when that is None, refused."""
+    if cell is None or isinstance(cell, str) and not cell.strip():
+        if blank is not None:
+            return blank
+        raise UserError(f"{setting} is blank on {where} of {path}: give every row a number (0 skips the row)")
+    try:
+        value = float(cell)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or isinstance(cell, bool):
+        raise UserError(f"{setting} on {where} of {path} is {cell!r}: give a number >= 0")
+    return value
+
+
+def read_table(config: TableDataConfig) -> Table:
+    """Every row read, checked and pooled; rows never shift (a skipped row is counted, never dropped silently)."""
+    path = Path(config.path)
+    if not path.is_file():
+        state = "is a folder" if path.is_dir() else "does not exist"
+        raise UserError(f"data.path={path} {state}: pass a CSV, TSV or Parquet file with a header row")
+    shares_in = sorted(config.share_columns) if config.share_columns else None
+    wanted = [config.name_column, *(shares_in or [config.label_column]), *filter(None, [config.weight_column])]
+    raw = path.read_bytes()
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        header, rows = parquet_rows(path, wanted)
+    else:
+        header, rows = csv_rows(path, raw, config.delimiter)
+    needed = [(f"data.name_column={config.name_column}", config.name_column)]
+    needed += [(f"data.share_columns={config.share_columns}: {c}", c) for c in shares_in] if shares_in else \
+        [(f"data.label_column={config.label_column}", config.label_column)]
+    needed += [(f"data.weight_column={config.weight_column}", config.weight_column)] if config.weight_column else []
+    for setting, column in needed:
+        if column not in header:
+            raise UserError(f"{setting} is not a column of {path}: its columns are "
                             f"{', '.join(header) or '(none: the file is empty)'}")
-        columns[setting] = header.index(wanted)
+    position = [header.index(column) for column in wanted]
+    pair_weight: dict[tuple[str, str], float] = defaultdict(float)  # with a weight column: its rows' sum
+    name_shares: dict[str, list[float]] = {}  # with share columns: each label's weighted share, over its rows
     pairs: set[tuple[str, str]] = set()
-    counts = Counter(rows=0, blank_name=0, long_name=0, blank_label=0)
-    for row in reader:
+    # The reasons a row can be skipped, each counted (those of columns this table has).
+    reasons = ["blank_name", "long_name", "zero_shares" if shares_in else "blank_label",
+               *(["zero_weight"] if config.weight_column else [])]
+    counts = Counter({"rows": 0, **dict.fromkeys(reasons, 0)})
+    for where, row in rows:
         counts["rows"] += 1
-        name_cell, label_cell = (row[columns[key]] if columns[key] < len(row) else ""
-                                 for key in ("name_column", "label_column"))
-        name = normalize_name(name_cell, config.normalize.value)
-        labels = [label.strip() for label in label_cell.split(config.label_separator) if label.strip()]
-        if not labels:
+        cells = [row[i] if i < len(row) else None for i in position]
+        weight = number(cells[-1], f"data.weight_column={config.weight_column}", where, path, None) \
+            if config.weight_column else 1.0
+        if shares_in:
+            values = [number(cell, f"data.share_columns={config.share_columns}: {column}", where, path, 0.0)
+                      for cell, column in zip(cells[1 : 1 + len(shares_in)], shares_in, strict=True)]
+            total = sum(values)
+        else:
+            labels = [label.strip() for label in text(cells[1]).split(config.label_separator) if label.strip()]
+        name = normalize_name(text(cells[0]), config.normalize.value)
+        if shares_in and total == 0:
+            counts["zero_shares"] += 1
+        elif not shares_in and not labels:
             counts["blank_label"] += 1
         elif not name:
             counts["blank_name"] += 1
         elif len(name) > MAX_NAME_LENGTH:
             counts["long_name"] += 1
+        elif weight == 0:
+            counts["zero_weight"] += 1
+        elif shares_in:
+            scaled = [value * weight / total for value in values]
+            before = name_shares.get(name)
+            name_shares[name] = scaled if before is None else [a + b for a, b in zip(before, scaled, strict=True)]
         else:
             pairs.update((name, label) for label in labels)
+            if config.weight_column:
+                for label in labels:
+                    pair_weight[name, label] += weight
     if counts["rows"] and counts["blank_label"] == counts["rows"]:
         raise UserError(f"data.label_column={config.label_column} is blank on every row of {path}: name the "
                         "column that holds the labels")
-    settings = json.dumps(column_settings(config, DIGESTED), sort_keys=True).encode()
-    digest = hashlib.sha256(raw + b"\0" + settings).hexdigest()
-    return sorted(pairs), digest, dict(counts)
+    settings = {key: value for key, value in column_settings(config, DIGESTED).items() if value is not None}
+    digest = hashlib.sha256(raw + b"\0" + json.dumps(settings, sort_keys=True).encode()).hexdigest()
+    if not shares_in:
+        ordered = sorted(pairs)
+        weights = np.array([pair_weight[pair] for pair in ordered]) if config.weight_column else None
+        return Table(ordered, sorted({label for _, label in ordered}), digest, dict(counts), None, weights)
+    names = sorted(name_shares)
+    pooled_shares = np.array([name_shares[name] for name in names]).reshape(len(names), len(shares_in))
+    weights = pooled_shares.sum(1)  # the pooled rows' weights
+    shares = (pooled_shares / np.maximum(weights, 1e-300)[:, None]).astype(np.float32)
+    majority = shares.argmax(1) if len(names) else np.zeros(0, dtype=int)
+    ordered = [(name, shares_in[k]) for name, k in zip(names, majority.tolist(), strict=True)]
+    return Table(ordered, shares_in, digest, dict(counts), shares, weights if config.weight_column else None)
 
 
 class TableDataModule(NamesDataModule):
@@ -88,24 +198,48 @@ class TableDataModule(NamesDataModule):
         super(NamesDataModule, self).__init__()
         config = TableDataConfig(**settings)
         self.adopt(config, Path(config.path))
+        self.soft_labels = config.share_columns is not None  # the model then trains against the shares
         self.row_counts: dict[str, int] = {}
+        self.table: Table | None = None
 
     def prepare_data(self) -> None:
         """Nothing to fetch: the table is the user's."""
 
     def read_pairs(self) -> tuple[list[tuple[str, str]], str]:
-        pairs, digest, self.row_counts = read_table(self.config)
-        return pairs, digest
+        self.table = read_table(self.config)
+        self.row_counts = self.table.counts
+        self.row_of = {pair: row for row, pair in enumerate(self.table.pairs)} \
+            if self.table.shares is not None or self.table.weights is not None else None
+        return self.table.pairs, self.table.digest
+
+    def label_set(self, pairs: list[tuple[str, str]]) -> list[str]:
+        return list(self.table.labels) if self.table is not None else super().label_set(pairs)
+
+    def encode(self, pairs: list[tuple[str, str]]) -> EncodedNames:
+        table = self.table
+        rows = None if self.row_of is None else np.array([self.row_of[pair] for pair in pairs], dtype=np.int64)
+        shares = None if table.shares is None else torch.from_numpy(table.shares[rows])
+        weights = None if table.weights is None else torch.from_numpy(table.weights[rows].astype(np.float32))
+        return EncodedNames(pairs, {c: i for i, c in enumerate(self.vocab)}, self.labels, shares, weights)
 
     def check_every_label_is_split(self) -> None:
-        """A label must have a name in each of train, validation and test, or its scores mean nothing."""
+        """A label must have a name in each of train, validation and test, or its scores mean nothing (with
+        shares: be the majority of one)."""
         counts = Counter(label for pairs in self.splits.values() for _, label in pairs)
         present = [{label for _, label in pairs} for pairs in self.splits.values()]
         missing = sorted(label for label in self.labels if not all(label in labels for labels in present))
         if missing:
             shown = ", ".join(f"{label} ({counts[label]} names)" for label in missing[:5])
-            raise UserError(f"{self.corpus_setting()}: too few names to split label {shown}: each label needs "
-                            "a name in train, validation and test; add names or drop those rows")
+            under = " as their majority label" if self.soft_labels else ""
+            raise UserError(f"{self.corpus_setting()}: too few names to split label {shown}{under}: each label "
+                            "needs a name in train, validation and test; add names or drop those rows")
+
+    def class_prior(self) -> list[float]:
+        """With shares, the training names' mean share of each label."""
+        if self.table is None or self.table.shares is None:
+            return super().class_prior()
+        mean = self.datasets["train"].languages.double().mean(0).clamp_min(1e-6)
+        return (mean / mean.sum()).tolist()
 
     def manifest(self) -> dict:
         return {**super().manifest(), "path": str(self.root), "columns": column_settings(self.config, DIGESTED),

@@ -23,10 +23,12 @@ TEMPERATURE_RANGE = (0.1, 10.0)
 
 
 def fit_temperature(logits: torch.Tensor, targets: torch.Tensor, steps: int = 80) -> float:
-    """The T in TEMPERATURE_RANGE minimizing the cross-entropy of logits / T.
+    """The T in TEMPERATURE_RANGE minimizing the cross-entropy of logits / T against the targets (labels, or
+    a distribution per name).
 
     The loss is convex in 1/T, so it has one minimum along log T, which a golden-section search brackets."""
     logits, targets = logits.detach().double(), targets.detach()
+    targets = targets.double() if targets.is_floating_point() else targets  # shares: a distribution per name
     loss = lambda log_t: float(torch.nn.functional.cross_entropy(logits / math.exp(log_t), targets))  # noqa: E731
     low, high = (math.log(bound) for bound in TEMPERATURE_RANGE)
     ratio = (math.sqrt(5) - 1) / 2
@@ -73,10 +75,12 @@ def prediction_sets(probs: torch.Tensor, threshold: float) -> torch.Tensor:
     return members
 
 
-def reliability(probs: torch.Tensor, targets: torch.Tensor, bins: int = 15) -> dict[str, list[float]]:
-    """Per equal-width confidence bin: mean confidence, accuracy and count (what the diagram draws)."""
+def reliability(probs: torch.Tensor, targets: torch.Tensor, bins: int = 15,
+                shares: torch.Tensor | None = None) -> dict[str, list[float]]:
+    """Per equal-width confidence bin: mean confidence, accuracy and count (what the diagram draws). With
+    shares, a name's accuracy is its predicted label's share: the bins count people, not names."""
     confidence, predicted = probs.max(-1)
-    correct = (predicted == targets).double()
+    correct = (predicted == targets).double() if shares is None else shares.double().gather(1, predicted[:, None])[:, 0]
     index = (confidence.double() * bins).long().clamp(max=bins - 1)
     count = torch.bincount(index, minlength=bins).double()
     mean = lambda values: (torch.bincount(index, values, minlength=bins) / count.clamp_min(1)).tolist()  # noqa: E731
@@ -90,13 +94,28 @@ def expected_calibration_error(probs: torch.Tensor, targets: torch.Tensor, bins:
     return float(multiclass_calibration_error(probs.float(), targets, probs.shape[1], n_bins=bins, norm="l1"))
 
 
-def calibrate(logits: torch.Tensor, targets: torch.Tensor, coverages: Sequence[float], bins: int = 15) -> dict:
-    """Everything fitted on validation logits: temperature, ECE before and after, conformal thresholds."""
-    temperature = fit_temperature(logits, targets)
+def share_calibration_error(probs: torch.Tensor, shares: torch.Tensor, bins: int = 15) -> float:
+    """ECE against shares: a model saying 0.7 for F is calibrated when 70 % of the people with such names are F.
+    (torchmetrics' ECE needs one label per name, so this one reads the reliability bins.)"""
+    curve = reliability(probs, shares.argmax(-1), bins, shares / shares.sum(-1, keepdim=True))
+    gaps = [count * abs(c - a) for c, a, count in zip(curve["confidence"], curve["accuracy"], curve["count"],
+                                                      strict=True)]
+    return sum(gaps) / max(sum(curve["count"]), 1.0)
+
+
+def calibrate(logits: torch.Tensor, targets: torch.Tensor, coverages: Sequence[float], bins: int = 15,
+              shares: torch.Tensor | None = None) -> dict:
+    """Everything fitted on validation logits: temperature, ECE before and after, conformal thresholds. With
+    shares (a model trained against them) the temperature minimizes the cross-entropy against the shares, which
+    is what the model's probabilities mean; the conformal sets still cover each name's majority label."""
+    temperature = fit_temperature(logits, targets if shares is None else shares / shares.sum(-1, keepdim=True))
     raw, scaled = logits.float().softmax(-1), (logits.float() / temperature).softmax(-1)
-    return {"temperature": temperature, "temperature_at_bound": at_bound(temperature), "bins": bins,
-            "val_size": len(targets),
-            "val_ece_raw": expected_calibration_error(raw, targets, bins),
-            "val_ece": expected_calibration_error(scaled, targets, bins),
-            "conformal": conformal_thresholds(scaled, targets, coverages),
-            "conformal_score": "1 - p(true language), top language always included"}
+    summary = {"temperature": temperature, "temperature_at_bound": at_bound(temperature), "bins": bins,
+               "val_size": len(targets),
+               "val_ece_raw": expected_calibration_error(raw, targets, bins),
+               "val_ece": expected_calibration_error(scaled, targets, bins),
+               "conformal": conformal_thresholds(scaled, targets, coverages),
+               "conformal_score": "1 - p(true language), top language always included"}
+    if shares is not None:
+        summary["val_ece_shares"] = share_calibration_error(scaled, shares, bins)
+    return summary

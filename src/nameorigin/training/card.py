@@ -26,7 +26,7 @@ LIMITS = """\
 
 
 TABLE_LIMITS = """\
-- A name's {label} in `{path}` (column `{column}`) is what the model learns: it says nothing certain about a
+- A name's {label} in `{path}` (columns `{column}`) is what the model learns: it says nothing certain about a
   person's ethnicity, nationality or citizenship. Use the output to study names, never to make decisions about
   people.
 - Scores are weakest on the rarest labels (see the per-label table) and on names several labels share.
@@ -51,6 +51,17 @@ def percent(value: Any) -> str:
     return "n/a" if value is None else f"{100 * float(value):.1f} %"
 
 
+def label_source(columns: dict) -> str:
+    """Where a table's labels came from: a label column, or share columns (and a weight column)."""
+    if columns.get("share_columns"):
+        source = (f"each label's share from columns {', '.join(f'`{c}`' for c in columns['share_columns'])}, "
+                  "scored under the majority label")
+    else:
+        source = f"labels from `{columns['label_column']}`"
+    weight = columns.get("weight_column")
+    return source + (f", each row weighted in the training loss by `{weight}`" if weight else "")
+
+
 def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: str) -> str:
     hp, data = checkpoint["hyper_parameters"], checkpoint.get("data") or {}
     model, transfer = hp["config"], hp.get("transfer") or {}
@@ -62,6 +73,8 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         if model["ngram_buckets"] else "no n-gram head"
     label = data.get("label_name", "language")
     table = "path" in manifest  # trained on a user's table, not the tutorial corpus' files
+    shares = table and bool(manifest["columns"].get("share_columns"))
+    word = label if table else "language"
     what = ("language-of-origin classifier", "the language of origin of a surname", "languages") if not table \
         else (f"name classifier ({label})", f"the {label} of a name", f"{label} labels")
     lines = [
@@ -88,14 +101,15 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         "",
         "## Data and provenance",
         (f"- Corpus: the table `{manifest['path']}` (names from column `{manifest['columns']['name_column']}`, "
-         f"labels from `{manifest['columns']['label_column']}`; rows read and skipped: {manifest.get('rows')}), "
+         f"{label_source(manifest['columns'])}; rows read and skipped: {manifest.get('rows')}), "
          if "path" in manifest else
          f"- Corpus: `{manifest.get('root', '?')}` (the PyTorch tutorial names, "
          "https://download.pytorch.org/tutorial/data.zip), ")
         + f"sha256 `{data.get('corpus_sha256', manifest.get('corpus_sha256', '?'))}`.",
-        f"- Normalization: `{data.get('normalize', model['normalize'])}`. Duplicate (name, language) pairs dropped; "
-        "the split is by name string (a name is in exactly one of train/val/test, and so are spellings of it that "
-        "differ only in case or punctuation), stratified by language.",
+        f"- Normalization: `{data.get('normalize', model['normalize'])}`. "
+        + ("A name's rows pooled into one; " if shares else f"Duplicate (name, {word}) pairs dropped; ")
+        + "the split is by name string (a name is in exactly one of train/val/test, and so are spellings of it that "
+        f"differ only in case or punctuation), stratified by {'majority ' if shares else ''}{word}.",
         f"- Split seed {data.get('split_seed')}, fractions {data.get('split_fractions')}, sizes "
         f"{manifest.get('sizes', {})}; every name is listed in the run's `split.json`.",
         *([f"- Trained on train + validation ({sum(manifest.get('sizes', {}).get(k, 0) for k in ('train', 'val'))} "
@@ -103,8 +117,14 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
            "alone) and fitted the temperature and prediction-set thresholds; neither stage saw the test split."]
           if refitted else []), "",
         "## Test metrics (held-out split, read once after training)",
-        f"- Accuracy {percent(metrics.get('test/acc'))} (counting any of a name's languages as right: "
-        f"{percent(metrics.get('test/acc_any'))}); macro-F1 {metrics.get('test/macro_f1', float('nan')):.3f}.",
+        (f"- Accuracy {percent(metrics.get('test/acc'))} against each name's majority {label}; log-loss against "
+         f"the shares {metrics.get('test/loss', float('nan')):.4f}"
+         if shares else
+         f"- Accuracy {percent(metrics.get('test/acc'))} (counting any of a name's {word}s as right: "
+         f"{percent(metrics.get('test/acc_any'))})")
+        + (f"; over people (weighted by `{manifest['columns']['weight_column']}`) "
+           f"{percent(metrics['test/acc_weighted'])}" if "test/acc_weighted" in metrics else "")
+        + f"; macro-F1 {metrics.get('test/macro_f1', float('nan')):.3f}.",
         *([f"- Test names found in names-dataset: accuracy {percent(metrics['test/acc_in_pretrain'])}, macro-F1 "
            f"{metrics['test/macro_f1_in_pretrain']:.3f}; not found: accuracy "
            f"{percent(metrics['test/acc_not_in_pretrain'])}, macro-F1 {metrics['test/macro_f1_not_in_pretrain']:.3f}."]
@@ -115,9 +135,9 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         "the two on the same test names, with a paired bootstrap interval.", "",
         f"| {label} | test names | F1 |", "|---|---|---|",
     ]
-    for label in labels:
-        f1 = metrics.get(f"test_f1/{label}")
-        lines.append(f"| {label} | {counts.get('test', {}).get(label, 0)} | "
+    for each in labels:
+        f1 = metrics.get(f"test_f1/{each}")
+        lines.append(f"| {each} | {counts.get('test', {}).get(each, 0)} | "
                      f"{'n/a' if f1 is None else f'{f1:.3f}'} |")
     if not calibration:
         lines += ["", "## Calibration",
@@ -131,6 +151,10 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
                   f"{calibration['val_ece_raw']:.4f} | {calibration['val_ece']:.4f} |",
                   f"| test | {metrics.get('test/ece_raw', float('nan')):.4f} | "
                   f"{metrics.get('test/ece', float('nan')):.4f} |",
+                  *([f"| test, against the shares (over people) | | {metrics['test/ece_shares']:.4f} |",
+                     "", f"Against each name's majority {label}; the temperature minimizes the validation "
+                     "cross-entropy against the shares, which is what the probabilities mean."]
+                    if "test/ece_shares" in metrics else []),
                   "", "## Prediction sets (split conformal, thresholds from validation)",
                   "`scripts/predict.py CKPT --coverage C` returns the smallest set of languages holding the true one "
                   "with probability C."
@@ -141,8 +165,9 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
             name = f"{float(level) * 100:g}"
             lines.append(f"| {level} | {threshold:.4f} | {percent(metrics.get(f'test/coverage_{name}'))} | "
                          f"{metrics.get(f'test/set_size_{name}', float('nan')):.2f} |")
-    limits = LIMITS if not table else TABLE_LIMITS.format(path=manifest["path"], label=label,
-                                                           column=manifest["columns"]["label_column"])
+    columns = manifest["columns"] if table else {}
+    limits = LIMITS if not table else TABLE_LIMITS.format(
+        path=manifest["path"], label=label, column=", ".join(columns.get("share_columns") or [columns["label_column"]]))
     lines += ["", "## Intended use and limits", limits, "", "## Reproduce", "```bash", command, "```", ""]
     return "\n".join(lines)
 

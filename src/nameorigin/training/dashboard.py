@@ -86,7 +86,7 @@ class Dashboard(Callback):
     def _test_reliability(self, writer: Any, pl_module: pl.LightningModule, step: int) -> None:
         if not pl_module.test_outputs:
             return
-        logits, targets = pl_module.test_outputs[0]
+        logits, targets, *_ = pl_module.test_outputs[0]
         bins = pl_module.calibration.get("bins", 15)
         curves = {"before (T = 1)": reliability((logits * pl_module.net.temperature.cpu()).softmax(-1), targets, bins),
                   f"after (T = {float(pl_module.net.temperature):.2f})": reliability(logits.softmax(-1), targets, bins)}
@@ -105,7 +105,7 @@ class Dashboard(Callback):
             return
         dataset, labels = datamodule.datasets["test"], pl_module.hparams.labels
         picks = torch.linspace(0, len(dataset) - 1, min(self.sample_predictions, len(dataset))).long().tolist()
-        tokens, lengths, targets, _ = dataset.collate(picks)
+        tokens, lengths, targets, *_ = dataset.collate(picks)
         with torch.no_grad():
             was_training = pl_module.training
             pl_module.eval()

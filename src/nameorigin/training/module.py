@@ -18,7 +18,8 @@ from torchmetrics.utilities.distributed import gather_all_tensors
 
 from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig, TransferShape, from_plain, plain
-from nameorigin.model.calibration import expected_calibration_error, prediction_sets
+from nameorigin.data.batching import Batch
+from nameorigin.model.calibration import expected_calibration_error, prediction_sets, share_calibration_error
 from nameorigin.model.charrnn import build_net
 
 
@@ -69,6 +70,7 @@ class NameClassifier(pl.LightningModule):
         # Accuracy counting a prediction right when it is any of the name's languages (480 names have several).
         self.val_acc_any, self.test_acc_any = MeanMetric(), MeanMetric()
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
+        self.val_acc_weighted, self.test_acc_weighted = MeanMetric(), MeanMetric()  # with data.weight_column
         if transfer and transfer.known_names:  # test scores apart: names found in names-dataset and the others
             self.test_found = MetricCollection({"acc": MulticlassAccuracy(n, average="micro"),
                                                 "macro_f1": MulticlassF1Score(n, average="macro")})
@@ -77,24 +79,31 @@ class NameClassifier(pl.LightningModule):
         self.val_acc_best.persistent(True)  # kept in checkpoints, so a resumed run remembers its best
         self.capture_next_step = False  # set by GradAccumulationLogger for the steps it inspects
         self.calibration: dict = {}  # temperature and conformal thresholds, fitted on validation after training
-        self.test_outputs: list[tuple[torch.Tensor, torch.Tensor]] = []  # (logits, targets) of the test pass
+        self.test_outputs: list[tuple[torch.Tensor, ...]] = []  # (logits, targets, shares) of the test pass
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return self.net(tokens, lengths)
 
-    def loss(self, logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        """Cross-entropy against the label or, with soft_targets, against the distribution `weights` describe
-        (a name's languages shared equally, or a surname's country shares)."""
+    def loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Cross-entropy against the label or, with soft_targets, against the distribution `batch.shares`
+        describes (a name's languages shared equally, a share table's columns, a surname's country shares).
+        With per-name weights (data.weight_column), their weighted mean over the batch's names."""
+        targets = batch.targets
         if self.config.soft_targets:
-            targets = weights.float() / weights.float().sum(1, keepdim=True)
-        return F.cross_entropy(logits, targets, weight=self.class_weight,
-                               label_smoothing=self.config.label_smoothing)
+            shares = batch.shares.float()
+            targets = shares / shares.sum(1, keepdim=True)
+        if batch.weights is None:
+            return F.cross_entropy(logits, targets, weight=self.class_weight,
+                                   label_smoothing=self.config.label_smoothing)
+        per_name = F.cross_entropy(logits, targets, weight=self.class_weight, reduction="none",
+                                   label_smoothing=self.config.label_smoothing)
+        return (per_name * batch.weights).sum() / batch.weights.sum()
 
-    def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
-        tokens, lengths, targets, weights = batch
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        tokens, lengths, targets = batch.tokens, batch.lengths, batch.targets
         logits = self.net(tokens, lengths, capture=self.capture_next_step)
         self.capture_next_step = False
-        loss = self.loss(logits, targets, weights)
+        loss = self.loss(logits, batch)
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"non-finite training loss ({loss.item()}) at step {self.global_step}: the learning rate "
@@ -106,35 +115,40 @@ class NameClassifier(pl.LightningModule):
         self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=len(targets))
         return loss
 
-    def _evaluate(self, batch: tuple[torch.Tensor, ...], stage: str) -> None:
-        tokens, lengths, targets, weights = batch
+    def _evaluate(self, batch: Batch, stage: str) -> None:
+        tokens, lengths, targets, shares = batch.tokens, batch.lengths, batch.targets, batch.shares
         logits = self.net(tokens, lengths)
         preds = logits.argmax(-1)
         # A torchmetrics mean, not self.log(sync_dist=True): Lightning's sync averages the name count across ranks
         # in an integer tensor, which truncates an odd total and inflates the loss of an uneven split.
         mean_loss = self.val_loss if stage == "val" else self.test_loss
-        mean_loss.update(self.loss(logits, targets, weights), weight=len(targets))
+        # Held-out scores count each name once; the weights enter acc_weighted (the share of people right).
+        mean_loss.update(self.loss(logits, batch._replace(weights=None)), weight=len(targets))
         self.log(f"{stage}/loss", mean_loss, batch_size=len(targets))
         metrics = self.val_metrics if stage == "val" else self.test_metrics
         metrics.update(logits, targets)
         acc_any = self.val_acc_any if stage == "val" else self.test_acc_any
-        acc_any.update((weights.gather(1, preds[:, None]) > 0).float())
+        acc_any.update((shares.gather(1, preds[:, None]) > 0).float())
         self.log(f"{stage}/acc_any", acc_any, batch_size=len(targets))
+        if batch.weights is not None:
+            acc_weighted = self.val_acc_weighted if stage == "val" else self.test_acc_weighted
+            acc_weighted.update((preds == targets).float(), weight=batch.weights)
+            self.log(f"{stage}/acc_weighted", acc_weighted, batch_size=len(targets))
         (self.val_class_f1 if stage == "val" else self.test_class_f1).update(preds, targets)
         (self.val_confusion if stage == "val" else self.test_confusion).update(preds, targets)
         self.log_dict(metrics, prog_bar=stage == "val", batch_size=len(targets))
         if stage == "test":
-            self.test_outputs.append((logits.detach().float(), targets))
+            self.test_outputs.append((logits.detach().float(), targets, shares.float()))
             if self.known_names is not None:
                 _, found = self.known_names.lookup(tokens, lengths)
                 for subset, rows in ((self.test_found, found), (self.test_not_found, ~found)):
                     if rows.any():
                         subset.update(logits[rows], targets[rows])
 
-    def validation_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate(batch, "val")
 
-    def test_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate(batch, "test")
 
     def _log_class_f1(self, stage: str) -> torch.Tensor:
@@ -165,32 +179,36 @@ class NameClassifier(pl.LightningModule):
                 for key, value in subset.compute().items():
                     self.log(f"test/{key}_{suffix}", value, sync_dist=True)
                 subset.reset()
-        logits, targets = self.gather_test_outputs()
+        logits, targets, shares = self.gather_test_outputs()
         if not len(targets):
             return
-        self.test_outputs = [(logits.cpu(), targets.cpu())]  # for the dashboard's reliability diagram
+        self.test_outputs = [(logits.cpu(), targets.cpu(), shares.cpu())]  # for the dashboard's reliability diagram
         probs = logits.softmax(-1)
         raw = (logits * self.net.temperature).softmax(-1)  # before temperature scaling
         bins = self.calibration.get("bins", 15)
         # Every rank holds the same gathered logits, so sync_dist averages equal numbers: it only tells Lightning.
         self.log("test/ece_raw", expected_calibration_error(raw, targets, bins), sync_dist=True)
         self.log("test/ece", expected_calibration_error(probs, targets, bins), sync_dist=True)
+        if self.config.soft_targets:  # over people: a name's predicted label is right for its share of them
+            self.log("test/ece_shares", share_calibration_error(probs, shares, bins), sync_dist=True)
         for level, threshold in self.calibration.get("conformal", {}).items():
             sets = prediction_sets(probs, threshold)
             name = f"{float(level) * 100:g}"
             self.log(f"test/coverage_{name}", sets.gather(1, targets[:, None]).float().mean(), sync_dist=True)
             self.log(f"test/set_size_{name}", sets.sum(1).float().mean(), sync_dist=True)
 
-    def gather_test_outputs(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every rank's test logits and targets, on every rank. Ranks hold different numbers of names (each scores
-        its own share once), which Lightning's all_gather cannot take; torchmetrics' gather pads and trims."""
+    def gather_test_outputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every rank's test logits, targets and shares, on every rank. Ranks hold different numbers of names (each
+        scores its own share once), which Lightning's all_gather cannot take; torchmetrics' gather pads and trims."""
         n = len(self.hparams.labels)
         parts = self.test_outputs or [(torch.zeros(0, n, device=self.device),
-                                       torch.zeros(0, dtype=torch.long, device=self.device))]
-        logits, targets = (torch.cat(column) for column in zip(*parts, strict=True))
+                                       torch.zeros(0, dtype=torch.long, device=self.device),
+                                       torch.zeros(0, n, device=self.device))]
+        columns = [torch.cat(column) for column in zip(*parts, strict=True)]
         if self.trainer.world_size > 1:
-            logits, targets = (torch.cat(gather_all_tensors(t.contiguous())) for t in (logits, targets))
-        return logits, targets
+            columns = [torch.cat(gather_all_tensors(t.contiguous())) for t in columns]
+        logits, targets, shares = columns
+        return logits, targets, shares
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         datamodule = self.trainer.datamodule
@@ -203,12 +221,13 @@ class NameClassifier(pl.LightningModule):
         self.calibration = checkpoint.get("calibration", {})
 
     @torch.no_grad()
-    def collect_logits(self, loader: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """Decision logits and targets over a loader, on the CPU (for calibration after training)."""
+    def collect_logits(self, loader: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Decision logits, targets and shares over a loader, on the CPU (for calibration after training)."""
         self.eval()
-        parts = [(self.net(tokens, lengths).float(), targets) for tokens, lengths, targets, _ in loader]
-        logits, targets = zip(*parts, strict=True)
-        return torch.cat(logits), torch.cat(targets)
+        parts = [(self.net(batch.tokens, batch.lengths).float(), batch.targets, batch.shares.float())
+                 for batch in loader]
+        logits, targets, shares = (torch.cat(column) for column in zip(*parts, strict=True))
+        return logits, targets, shares
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                                     gradient_clip_algorithm: Any = None) -> None:

@@ -126,6 +126,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
         datamodule.fixed_vocab = pretrained["hyper_parameters"]["vocab"]
     datamodule.prepare_data()
     datamodule.setup("fit")
+    if getattr(datamodule, "setup_seconds", None):
+        log.info("corpus read in %.1f s, split in %.1f s, encoded in %.1f s", *datamodule.setup_seconds.values())
     if pretrained is not None:
         transfer.check_held_out(model_config.init_from, pretrained, datamodule)
     if ckpt_path is not None:  # before the model is built from this corpus' vocabulary
@@ -194,6 +196,8 @@ def build_model(cfg: DictConfig, config: ModelConfig, datamodule: pl.LightningDa
     what the pretrained checkpoint brings (loaded into the new model here)."""
     if isinstance(config.class_weights, str):
         config = dataclasses.replace(config, class_weights=datamodule.class_weights(config.class_weights))
+    if config.soft_targets is None:  # the data decides: a share table and the surnames train against their shares
+        config = dataclasses.replace(config, soft_targets=bool(getattr(datamodule, "soft_labels", False)))
     shape, table = transfer.model_arguments(pretrained, config) if pretrained is not None else (None, None)
     model = NameClassifier(config, datamodule.vocab, datamodule.labels, datamodule.class_prior(),
                            getattr(datamodule, "label_names", None), shape)
@@ -230,8 +234,9 @@ def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningData
     state = torch.load(path, map_location="cpu", weights_only=True)
     model.cpu().load_state_dict(state["state_dict"])
     model.net.temperature.fill_(1.0)
-    logits, targets = model.collect_logits(datamodule.whole_split_loader("val"))  # on rank 0 alone: all of it
-    summary = calibrate(logits, targets, list(settings.coverages), int(settings.bins))
+    logits, targets, shares = model.collect_logits(datamodule.whole_split_loader("val"))  # rank 0 alone: all of it
+    summary = calibrate(logits, targets, list(settings.coverages), int(settings.bins),
+                        shares if model.config.soft_targets else None)
 
     def store(checkpoint: dict) -> None:
         checkpoint["state_dict"]["net.temperature"] = torch.tensor(summary["temperature"])
