@@ -24,14 +24,14 @@ ANSWERS = {"male": "M", "mostly_male": "M", "female": "F", "mostly_female": "F"}
 
 
 def compare(predictor: Predictor, table: str) -> dict:
+    if sorted(predictor.labels) != ["F", "M"]:
+        raise UserError(f"the checkpoint's labels are {', '.join(predictor.labels)}: pass a first name -> gender "
+                        "checkpoint (experiment=first_name_gender)")
     try:
         from gender_guesser.detector import Detector
     except ImportError:
         raise UserError("this comparison needs gender-guesser: pip install gender-guesser==0.4.0 (GPL-3.0, not a "
                         "dependency of nameorigin)") from None
-    if sorted(predictor.labels) != ["F", "M"]:
-        raise UserError(f"the checkpoint's labels are {predictor.labels}: pass a first name -> gender checkpoint "
-                        "(experiment=first_name_gender)")
     test = checkpoint_splits(predictor, table)["test"]
     probs = predictor.probabilities([predictor.encode(name)[0] or [1] for name, _ in test])
     model = [predictor.labels[i] for i in probs.argmax(-1).tolist()]

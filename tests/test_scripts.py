@@ -113,3 +113,11 @@ def test_export_refuses_a_folder_as_the_path_stem(tmp_path):
     assert result.returncode == 2 and "--out exports is a folder: pass a path stem in it, e.g. exports/model" in \
         result.stderr, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exports"]
+
+
+def test_the_gender_guesser_comparison_refuses_a_checkpoint_that_is_not_about_gender(trained, tmp_path):
+    run, corpus, _ = trained
+    result = run_script([str(SCRIPTS / "compare_gender_guesser.py"), str(run / "checkpoints" / "refit.ckpt"),
+                         "--table", str(corpus)], cwd=tmp_path)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
+    assert "pass a first name -> gender checkpoint" in result.stderr
