@@ -192,6 +192,8 @@ def test_export_agrees_with_the_checkpoint_to_1e_5(trained, checkpoint, exported
                          "--coverage", "0.9"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)[0]["prediction_set"][0] == ours.predict(["Kanemoto"])[0].predictions[0][0]
+    refused = run_script([PREDICT, str(exported.with_suffix(f".{fmt}")), "Kanemoto", "--explain"], cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stderr.strip().endswith("pass the .ckpt, not an exported program")
     # The sidecar carries the split settings and the card: the program is scored on its own held-out names.
     served_path, corpus = str(exported.with_suffix(f".{fmt}")), str(trained[1])
     report = run_script([PREDICT, served_path, "--evaluate", corpus], cwd=tmp_path)

@@ -85,6 +85,9 @@ def test_tensorboard_has_metrics_hparams_projector_and_text(trained):
     assert "_hparams_/session_start_info" in acc.PluginTagToContent("hparams")
     assert "custom_scalars__config__" in acc.Tags()["tensors"]
     assert "test/sample_predictions/text_summary" in acc.Tags()["tensors"]
+    (text,) = acc.Tensors("test/sample_predictions/text_summary")[-1:]
+    panel = text.tensor_proto.string_val[0].decode()
+    assert "why the top one" in panel and "[" in panel.split("\n")[2], panel[:500]  # the marked characters
     projector = (run / "tensorboard" / "projector_config.pbtxt").read_text()
     assert "char_embedding" in projector
     (metadata,) = (run / "tensorboard").glob("**/metadata.tsv")

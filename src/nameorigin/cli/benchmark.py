@@ -159,6 +159,13 @@ def bench_predict(args: argparse.Namespace, names: list[str], count: int = 100_0
         return statistics.median(speeds)
 
     speed, exported = rate(predictor), {}
+    explained = many[:20_000]  # --explain: the parts, the per-character totals and the residual of every name
+    predictor.predict(explained[:1000], explain=True)
+    explain_speeds = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        predictor.predict(explained, top_k=3, explain=True)
+        explain_speeds.append(len(explained) / (time.perf_counter() - start))
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = Path(tmp) / "bench.ckpt"
         torch.save({"hyper_parameters": {"vocab": vocab, "labels": predictor.labels, "config": plain(net.config)},
@@ -181,7 +188,8 @@ def bench_predict(args: argparse.Namespace, names: list[str], count: int = 100_0
         start = time.perf_counter()  # the whole CLI: process start, reading, predicting, writing the CSV
         subprocess.run([*script, "--file", str(names_file), "--format", "csv"], check=True, stdout=subprocess.DEVNULL)
         file_seconds = time.perf_counter() - start
-    return {"names": count, "names_per_s": speed, "cold_start_s": statistics.median(colds),
+    return {"names": count, "names_per_s": speed, "explain_names_per_s": statistics.median(explain_speeds),
+            "cold_start_s": statistics.median(colds),
             "script_file_s": file_seconds, "exported_names_per_s": exported}
 
 
@@ -241,7 +249,9 @@ def table(results: dict, args: argparse.Namespace) -> str:
         lines += ["", f"Predictor on {row['names']} names: {row['names_per_s']:.0f} names/s; "
                   f"cold start of scripts/predict.py for one name: {row['cold_start_s']:.2f} s",
                   f"  scripts/predict.py --file (same names, one per line) --format csv: {row['script_file_s']:.1f} s "
-                  f"end to end, {row['names'] / row['script_file_s']:.0f} names/s including the process start"]
+                  f"end to end, {row['names'] / row['script_file_s']:.0f} names/s including the process start",
+                  f"  with explain=True (--explain), 20000 of them: {row['explain_names_per_s']:.0f} names/s, "
+                  f"{row['explain_names_per_s'] / row['names_per_s']:.2f}x the plain Predictor"]
         for fmt, value in row.get("exported_names_per_s", {}).items():
             runtime = "onnxruntime" if fmt == "onnx" else "torch.export program"
             lines.append(f"  the same model exported, {runtime} (.{fmt}) behind the Predictor: {value:.0f} names/s, "

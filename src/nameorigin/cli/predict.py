@@ -3,6 +3,8 @@
   python scripts/predict.py outputs/.../checkpoints/best.ckpt Nakamura Dovesky "O'Neill"
   python scripts/predict.py latest --top-k 5 --format json < names.txt
   python scripts/predict.py best.ckpt Nakamura --coverage 0.9      # the set of languages holding the true one 90 %
+  python scripts/predict.py best.ckpt Nakamura --explain           # why: one contribution per character and n-gram
+  python scripts/predict.py best.ckpt --evaluate --explain        # the explanations' residual and deletion check
   python scripts/predict.py best.ckpt --file people.csv --column surname --out people_with_origin.csv
   python scripts/predict.py best.ckpt --evaluate             # on the shipped corpus the model trained on
   python scripts/predict.py best.ckpt --evaluate --baseline    # + the n-gram baseline, name by name
@@ -21,6 +23,7 @@ from typing import TextIO
 
 from nameorigin.base.atomic import write_atomically
 from nameorigin.base.errors import UserError, exits_2_on_user_error
+from nameorigin.base.textnorm import normalize_name
 from nameorigin.serving.predict import (
     BATCH_SIZE,
     EXPORTED_SUFFIXES,
@@ -49,6 +52,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(default 3; 1 for tables)")
     parser.add_argument("--coverage", type=float, help="also give each name's prediction set at this coverage: one of "
                         "the levels stored in the checkpoint (0.8, 0.9, 0.95 by default)")
+    parser.add_argument("--explain", action="store_true", help="also say why the top label: its score split into "
+                        "one contribution per character, per n-gram and for known-name evidence, with the residual "
+                        "(docs/serving.md); with --evaluate, check the explanations on the test names")
     parser.add_argument("--uncalibrated", action="store_true",
                         help="probabilities before temperature scaling (calibrated is the default)")
     parser.add_argument("--format", choices=("text", "json", "csv"), default="text", help="output format for names")
@@ -75,6 +81,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--out {args.out} is a folder: pass the path of the table to write, e.g. {args.out}/out.csv")
     if args.delimiter is not None and not args.column:
         parser.error("--delimiter reads tables: use it with --file and --column")
+    if args.explain and args.card:
+        parser.error("--explain explains predictions: use it with names, --file, standard input or --evaluate")
     if args.baseline and not args.evaluate:
         parser.error("--baseline compares on the test split: use it with --evaluate DIR")
     if args.known_names and not args.evaluate:
@@ -122,7 +130,7 @@ def read_names(args: argparse.Namespace) -> list[str]:
     return [line for line in lines if line.strip()]
 
 
-def write(predictions: Iterable[Prediction], fmt: str, label_name: str = "language") -> None:
+def write(predictions: Iterable[Prediction], fmt: str, label_name: str = "language", normalize: str = "ascii") -> None:
     out = sys.stdout
     if fmt == "json":
         json.dump([p.as_dict() for p in predictions], out, ensure_ascii=False, indent=1)
@@ -131,14 +139,17 @@ def write(predictions: Iterable[Prediction], fmt: str, label_name: str = "langua
         predictions = list(predictions)
         with_sets = any(p.prediction_set is not None for p in predictions)
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["name", label_name, "probability", "rank"] + (["in_prediction_set"] if with_sets else []))
+        explained = any(p.explanation is not None for p in predictions)
+        writer.writerow(["name", label_name, "probability", "rank"] + (["in_prediction_set"] if with_sets else [])
+                        + (["explanation"] if explained else []))
         for p in predictions:
             members = set(p.prediction_set or [])
             for rank, (language, probability) in enumerate(p.predictions, start=1):
                 flag = [str(language in members).lower()] if with_sets else []
-                writer.writerow([p.name, language, f"{probability:.6f}", rank, *flag])
+                why = [p.explanation.compact() if rank == 1 else ""] if explained else []
+                writer.writerow([p.name, language, f"{probability:.6f}", rank, *flag, *why])
             if p.error:
-                writer.writerow([p.name, "", "", ""] + ([""] if with_sets else []))
+                writer.writerow([p.name, "", "", ""] + ([""] if with_sets else []) + ([""] if explained else []))
     else:
         for p in predictions:
             shown = p.name.encode("unicode_escape").decode("ascii") if not p.name.isprintable() else p.name
@@ -151,6 +162,11 @@ def write(predictions: Iterable[Prediction], fmt: str, label_name: str = "langua
                 out.write(f"  {shown_label:<12} {probability:6.1%}\n")
             if p.prediction_set is not None:
                 out.write(f"  set: {', '.join(p.prediction_set)}\n")
+            why = p.explanation
+            if why is not None:
+                out.write(f"  why {why.label}: {why.marked(normalize_name(p.name, normalize))}  {why.compact()}\n"
+                          f"    score {why.score:.3f} = baseline {why.baseline:.3f} + parts "
+                          f"{why.score - why.baseline - why.residual:.3f} (residual {why.residual:.1e})\n")
 
 
 def print_card(path: str) -> None:
@@ -186,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
                     raise UserError(f"--known-names: {error}") from None
             result = evaluate(predictor, args.evaluate, args.batch_size, known)
             print(format_report(result))
+            if args.explain:
+                from nameorigin.analysis.explain_check import explanation_check, format_check
+
+                print("\n" + format_check(explanation_check(predictor, args.evaluate, args.batch_size)))
             if args.baseline:
                 from nameorigin.analysis.paired import compare_with_baseline, format_comparison
 
@@ -197,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
 
             def table(out: TextIO) -> int:
                 return predict_table(predictor, args.file, args.column, out, args.delimiter, args.top_k or 1,
-                                     args.coverage, args.batch_size)
+                                     args.coverage, args.batch_size, args.explain)
 
             def table_file(tmp: Path) -> None:
                 with open(tmp, "w", encoding="utf-8", newline="") as out:
@@ -209,8 +229,8 @@ def main(argv: list[str] | None = None) -> int:
                 table(sys.stdout)
             return 0
         names = read_names(args)
-        write(predictor.predict(names, top_k=args.top_k or 3, batch_size=args.batch_size, coverage=args.coverage),
-              args.format, predictor.label_name)
+        write(predictor.predict(names, top_k=args.top_k or 3, batch_size=args.batch_size, coverage=args.coverage,
+                                explain=args.explain), args.format, predictor.label_name, predictor.normalize)
     except BrokenPipeError:  # `| head` closed the pipe: not an error
         return 0
     return 0

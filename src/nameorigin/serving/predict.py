@@ -18,6 +18,7 @@ from nameorigin.base.errors import UserError
 from nameorigin.base.textnorm import UNK, normalize_name
 from nameorigin.model.calibration import level_key, prediction_sets
 from nameorigin.model.charrnn import CharRNN, net_from_checkpoint
+from nameorigin.model.explain import NameExplanation, explain_names
 from nameorigin.serving.export import ExportedNet
 
 MAX_NAME_LENGTH = 64  # longer input is not a name (the corpus' longest has 20 characters): it is explained, not cut
@@ -34,6 +35,7 @@ class Prediction:
     prediction_set: list[str] | None = None  # with a coverage level: the conformal set, most probable first
     label_names: dict[str, str] | None = None  # a country model's ISO code -> country name
     label_key: str = "language"  # what a label is called (data.label_name): the JSON key
+    explanation: NameExplanation | None = None  # with explain=True: why the top label
 
     def as_dict(self) -> dict:
         result = {"name": self.name,
@@ -43,6 +45,8 @@ class Prediction:
                 entry["label_name"] = self.label_names.get(entry[self.label_key], "")
         if self.prediction_set is not None:
             result["prediction_set"] = self.prediction_set
+        if self.explanation is not None:
+            result.update(self.explanation.as_dict())
         if self.error:
             result["error"] = self.error
         return result
@@ -146,15 +150,21 @@ class Predictor:
         return out
 
     def predict(self, names: Iterable[str], top_k: int = 3, batch_size: int = BATCH_SIZE,
-                coverage: float | None = None) -> list[Prediction]:
-        """Top-k languages per name and, with `coverage`, the conformal prediction set at that level."""
+                coverage: float | None = None, explain: bool = False) -> list[Prediction]:
+        """Top-k languages per name and, with `coverage`, the conformal prediction set at that level; with
+        `explain`, why the top one (nameorigin.model.explain)."""
         if top_k < 1:
             raise UserError(f"--top-k {top_k} must be at least 1")
+        if explain and not isinstance(self.net, CharRNN):
+            raise UserError("--explain reads the model's own layers: pass the .ckpt, not an exported program")
         threshold = None if coverage is None else self.set_threshold(coverage)
         names = list(names)
         encoded = [self.encode(name) for name in names]
         good = [codes for codes, error in encoded if error is None]
         probs = self.probabilities(good, batch_size)
+        why = iter(self.explain_encoded(good, [normalize_name(name, self.normalize) for name, (_, error)
+                                                in zip(names, encoded, strict=True) if error is None], batch_size)) \
+            if explain and good else None
         top = probs.topk(min(top_k, len(self.labels)), dim=-1) if good else None
         rows = iter(zip(top.values.tolist(), top.indices.tolist(), strict=True)) if good else iter(())
         sets = iter(self._sets(probs, threshold)) if threshold is not None and good else None
@@ -166,8 +176,18 @@ class Predictor:
             values, indices = next(rows)
             results.append(Prediction(name, [(labels[j], p) for p, j in zip(values, indices, strict=True)],
                                       prediction_set=None if sets is None else next(sets),
-                                      label_names=self.label_names, label_key=self.label_name))
+                                      label_names=self.label_names, label_key=self.label_name,
+                                      explanation=None if why is None else next(why)))
         return results
+
+    def explain(self, names: Iterable[str], batch_size: int = BATCH_SIZE) -> list[Prediction]:
+        """The top label of each name and why: its contributions (nameorigin.model.explain)."""
+        return self.predict(names, top_k=1, batch_size=batch_size, explain=True)
+
+    @torch.inference_mode()
+    def explain_encoded(self, encoded: Sequence[Sequence[int]], names: Sequence[str],
+                        batch_size: int = BATCH_SIZE) -> list[NameExplanation]:
+        return explain_names(self.net, encoded, names, self.labels, batch_size, self.undo_temperature)
 
     def _sets(self, probs: torch.Tensor, threshold: float) -> list[list[str]]:
         members = prediction_sets(probs, threshold)

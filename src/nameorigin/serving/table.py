@@ -24,16 +24,19 @@ def delimiter_for(path: str | Path, given: str | None = None) -> str:
     return "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
 
 
-def prediction_columns(top_k: int, coverage: float | None, label_name: str = "language") -> list[str]:
+def prediction_columns(top_k: int, coverage: float | None, label_name: str = "language",
+                       explain: bool = False) -> list[str]:
     columns = [f"pred_{label_name}", "pred_probability"]
     for rank in range(2, top_k + 1):
         columns += [f"pred_{label_name}_{rank}", f"pred_probability_{rank}"]
     if coverage is not None:
         columns.append(f"pred_set_{coverage * 100:g}")
+    if explain:
+        columns.append("pred_explanation")
     return [*columns, "pred_reason"]
 
 
-def prediction_cells(prediction: Prediction, top_k: int, coverage: float | None) -> list[str]:
+def prediction_cells(prediction: Prediction, top_k: int, coverage: float | None, explain: bool = False) -> list[str]:
     cells = []
     for rank in range(top_k):
         if rank < len(prediction.predictions):
@@ -43,6 +46,8 @@ def prediction_cells(prediction: Prediction, top_k: int, coverage: float | None)
             cells += ["", ""]
     if coverage is not None:
         cells.append("|".join(prediction.prediction_set or []))
+    if explain:
+        cells.append(prediction.explanation.compact() if prediction.explanation is not None else "")
     return [*cells, prediction.error or ""]
 
 
@@ -52,7 +57,8 @@ def read_rows(stream: TextIO, delimiter: str) -> Iterator[list[str]]:
 
 
 def predict_table(predictor: Predictor, source: str | Path, column: str, out: TextIO, delimiter: str | None = None,
-                  top_k: int = 1, coverage: float | None = None, batch_size: int = BATCH_SIZE) -> int:
+                  top_k: int = 1, coverage: float | None = None, batch_size: int = BATCH_SIZE,
+                  explain: bool = False) -> int:
     """Stream `source` to `out` with prediction columns appended; returns the number of data rows written."""
     separator = delimiter_for(source, delimiter)
     if coverage is not None:
@@ -68,17 +74,17 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: Te
                                    f"{', '.join(map(repr, header))}")
             index, width = header.index(column), len(header)
             writer = csv.writer(out, delimiter=separator, lineterminator="\n")
-            writer.writerow([*header, *prediction_columns(top_k, coverage, predictor.label_name)])
+            writer.writerow([*header, *prediction_columns(top_k, coverage, predictor.label_name, explain)])
             written = 0
             while chunk := list(itertools.islice(rows, CHUNK_ROWS)):
                 chunk = [row + [""] * (width - len(row)) for row in chunk]  # short rows keep the columns aligned
                 cells = [row[index] for row in chunk]
                 answers = predictor.predict(["" if cell in MISSING_MARKERS else cell for cell in cells], top_k,
-                                            batch_size, coverage)
+                                            batch_size, coverage, explain)
                 for row, cell, answer in zip(chunk, cells, answers, strict=True):
                     if cell in MISSING_MARKERS:
                         answer = Prediction(cell, [], f"missing-value marker {cell!r}")
-                    writer.writerow([*row, *prediction_cells(answer, top_k, coverage)])
+                    writer.writerow([*row, *prediction_cells(answer, top_k, coverage, explain)])
                 written += len(chunk)
     except FileNotFoundError:
         raise UserError(f"--file {source} does not exist: pass an existing CSV or TSV file") from None

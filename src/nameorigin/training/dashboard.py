@@ -11,6 +11,7 @@ from pytorch_lightning.loggers import TensorBoardLogger
 
 from nameorigin.model.calibration import reliability
 from nameorigin.model.charrnn import SHARED_WEIGHTS
+from nameorigin.model.explain import explain_names
 from nameorigin.training.callbacks import tensorboard_writer
 from nameorigin.training.plots import confusion_figure, figure_to_writer, reliability_figure
 
@@ -110,13 +111,18 @@ class Dashboard(Callback):
             was_training = pl_module.training
             pl_module.eval()
             probs = pl_module(tokens.to(pl_module.device), lengths.to(pl_module.device)).softmax(-1).cpu()
+            names = [dataset.names[index] for index in picks]
+            codes = [tokens[i, : int(lengths[i])].tolist() for i in range(len(picks))]
+            why = explain_names(pl_module.net, codes, names, labels, len(picks))
             pl_module.train(was_training)
-        rows = ["| name | true | top-3 predictions |", "|---|---|---|"]
-        for i, index in enumerate(picks):
+        rows = ["| name | true | top-3 predictions | why the top one (strongest characters; parts) |",
+                "|---|---|---|---|"]
+        for i, name in enumerate(names):
             top = probs[i].topk(min(3, len(labels)))
             guesses = ", ".join(f"{labels[j]} {p:.2f}" for p, j in zip(top.values.tolist(), top.indices.tolist(),
                                                                        strict=True))
-            rows.append(f"| {dataset.names[index]} | {labels[int(targets[i])]} | {guesses} |")
+            rows.append(f"| {name} | {labels[int(targets[i])]} | {guesses} | "
+                        f"{why[i].marked(name)}; {why[i].compact(3)} |")
         writer.add_text("test/sample_predictions", "\n".join(rows), global_step=trainer.global_step)
 
 
