@@ -10,7 +10,8 @@ import pytest
 import torch
 from conftest import ENDINGS, ROOT, TINY, run_dirs, run_script, train, write_corpus
 
-from nameorigin.model.explain import batch_tokens, explain_batch
+from nameorigin.model.charrnn import batch_tokens
+from nameorigin.model.explain import explain_batch
 from nameorigin.serving.predict import Predictor
 
 

@@ -229,6 +229,14 @@ def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_sur
     shown = run_script([str(ROOT / "scripts" / "predict.py"), str(best), "--evaluate", str(corpus),
                         "--known-names", str(cache)], cwd=tmp_path)
     assert shown.returncode == 0 and "found in names-dataset" in shown.stdout, shown.stderr
+    # A fine-tuned model explains itself too: the pretrained country head reads every state, and a name found in
+    # names-dataset has a known-name part; the parts still add up to the served score.
+    known = [n for n in Surnames(cache).names[:400] if Predictor.from_checkpoint(best).encode(n)[1] is None][:20]
+    for answer in Predictor.from_checkpoint(best).explain([*known, "Kanemoto", "Zzyzx"]):
+        why = answer.explanation
+        assert abs(why.residual) <= 1e-3 * max(abs(why.score), 1.0), (answer.name, why.residual, why.score)
+        assert [kind for kind, _, _ in why.parts].count("known name") == 1
+    assert any(abs(answer.explanation.parts[-1][2]) > 1e-6 for answer in Predictor.from_checkpoint(best).explain(known))
     # The known-name lookup exports as a torch.export program (agreeing to 1e-5); ONNX is refused, cleanly.
     export = str(ROOT / "scripts" / "export.py")
     refused = run_script([export, str(best), "--out", str(tmp_path / "x" / "m"), "--formats", "onnx"], cwd=tmp_path)

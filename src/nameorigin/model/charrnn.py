@@ -7,8 +7,9 @@ contribution per use (timestep, nameorigin.model.capture), so callers can check 
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -56,6 +57,16 @@ class RecurrentCell(nn.Module):
         i, f, g, o = (gi + gh).chunk(4, dim=1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         return torch.sigmoid(o) * torch.tanh(c), c
+
+
+def batch_tokens(encoded: Sequence[Sequence[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded tokens and lengths of encoded names; the mask's row-major order matches the concatenated
+    names, so it is one tensor copy per batch."""
+    lengths = torch.tensor([len(codes) for codes in encoded])
+    tokens = torch.zeros(len(encoded), int(lengths.max()), dtype=torch.long)
+    tokens[torch.arange(tokens.shape[1])[None, :] < lengths[:, None]] = torch.tensor(
+        list(itertools.chain.from_iterable(encoded)), dtype=torch.long)
+    return tokens.to(device), lengths.to(device)
 
 
 def sort_longest_first(tokens: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:

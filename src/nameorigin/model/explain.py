@@ -26,13 +26,13 @@ mark a name's strongest characters.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
+from nameorigin.model.charrnn import batch_tokens
 from nameorigin.model.ngram import ngram_ids
 
 
@@ -169,14 +169,6 @@ class NameExplanation:
         ranked = sorted(range(len(name)), key=lambda i: -self.by_character[i])
         top = {i for i in ranked[:count] if self.by_character[i] > 0}
         return "".join(f"[{c}]" if i in top else c for i, c in enumerate(name))
-
-
-def batch_tokens(encoded: Sequence[Sequence[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    lengths = torch.tensor([len(codes) for codes in encoded])
-    tokens = torch.zeros(len(encoded), int(lengths.max()), dtype=torch.long)
-    tokens[torch.arange(tokens.shape[1])[None, :] < lengths[:, None]] = torch.tensor(
-        list(itertools.chain.from_iterable(encoded)), dtype=torch.long)
-    return tokens.to(device), lengths.to(device)
 
 
 def explain_names(net, encoded: Sequence[Sequence[int]], names: Sequence[str], labels: Sequence[str],

@@ -5,7 +5,6 @@ Imports only torch and the model, so a one-name prediction starts fast; no Light
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
 from nameorigin.base.textnorm import UNK, normalize_name
 from nameorigin.model.calibration import level_key, prediction_sets
-from nameorigin.model.charrnn import CharRNN, net_from_checkpoint
+from nameorigin.model.charrnn import CharRNN, batch_tokens, net_from_checkpoint
 from nameorigin.model.explain import NameExplanation, explain_names
 from nameorigin.serving.export import ExportedNet
 
@@ -140,12 +139,8 @@ class Predictor:
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
-            lengths = torch.tensor([len(encoded[i]) for i in rows])
-            tokens = torch.zeros(len(rows), int(lengths.max()), dtype=torch.long)
-            # Row-major mask order matches the concatenated names: one tensor copy per batch.
-            tokens[torch.arange(tokens.shape[1])[None, :] < lengths[:, None]] = torch.tensor(
-                list(itertools.chain.from_iterable(encoded[i] for i in rows)), dtype=torch.long)
-            logits = self.net(tokens.to(self.device), lengths.to(self.device)).float()
+            tokens, lengths = batch_tokens([encoded[i] for i in rows], self.device)
+            logits = self.net(tokens, lengths).float()
             out[rows] = (logits * self.undo_temperature).softmax(-1).cpu()
         return out
 
