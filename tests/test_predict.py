@@ -68,7 +68,7 @@ def test_script_text_json_csv_stdin_and_file(checkpoint, tmp_path):
     as_csv = run_script([PREDICT, str(checkpoint), "--file", str(names), "--format", "csv", "--top-k", "3"],
                         cwd=tmp_path)
     table = list(csv.DictReader(io.StringIO(as_csv.stdout)))
-    assert len(table) == 6 and table[0].keys() == {"name", "language", "probability", "rank"}
+    assert len(table) == 6 and table[0].keys() == {"name", "language", "probability", "rank", "abstained", "reason"}
     assert [r["rank"] for r in table[:3]] == ["1", "2", "3"]
 
 
@@ -160,7 +160,7 @@ def test_fuzz_predictor_and_script_answer_or_explain_every_name(checkpoint, tmp_
     assert result.returncode == 0, result.stderr[-2000:]
     answered = json.loads(result.stdout)
     assert len(answered) == len([n for n in "\n".join(lines).splitlines() if n.strip()])
-    assert all(r["predictions"] or r["error"] for r in answered)
+    assert all(r["predictions"] or (r["abstained"] and r["reason_code"] == "unusable_input" and r["reason"]) for r in answered)
 
 
 def test_evaluate_reproduces_the_training_test_score(trained, checkpoint, tmp_path):

@@ -274,12 +274,16 @@ class CalibrationConfig:
     enabled: bool = True
     coverages: list[float] = field(default_factory=lambda: [0.8, 0.9, 0.95])
     bins: int = 15
+    false_abstention: float = 0.05  # the share of validation names the out-of-distribution rule abstains on
+    max_unknown_share: float = 0.5  # abstain when more of a name's characters than this were never in training
 
     def __post_init__(self) -> None:
         for coverage in self.coverages:
             if not 0 < coverage < 1:
                 raise UserError(f"calibration.coverages: {coverage} must be a number between 0 and 1")
         whole("calibration.bins", self.bins, 1)
+        rate("calibration.false_abstention", self.false_abstention)
+        rate("calibration.max_unknown_share", self.max_unknown_share)
 
 
 @dataclass

@@ -55,6 +55,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--explain", action="store_true", help="also say why the top label: its score split into "
                         "one contribution per character, per n-gram and for known-name evidence, with the residual "
                         "(docs/serving.md); with --evaluate, check the explanations on the test names")
+    parser.add_argument("--no-abstain", action="store_true", help="always answer: never abstain on names out of "
+                        "the model's depth (abstaining is the default when the checkpoint holds the rule)")
+    parser.add_argument("--max-set-size", type=int, help="with --coverage: abstain when a name's prediction set holds "
+                        "more labels than this")
+    parser.add_argument("--prior", help="the label mix of the names being scored: a JSON file of label -> share, "
+                        "'uniform', or 'estimate' (from these names, by EM; printed to stderr); re-weights the "
+                        "probabilities by Bayes' rule")
     parser.add_argument("--uncalibrated", action="store_true",
                         help="probabilities before temperature scaling (calibrated is the default)")
     parser.add_argument("--format", choices=("text", "json", "csv"), default="text", help="output format for names")
@@ -87,6 +94,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--baseline compares on the test split: use it with --evaluate DIR")
     if args.known_names and not args.evaluate:
         parser.error("--known-names splits the test-split scores: use it with --evaluate DIR")
+    if args.prior is not None and args.coverage is not None:
+        parser.error("--coverage sets are calibrated for the training population's label mix, which --prior "
+                     "replaces: drop one of them")
+    if args.max_set_size is not None and (args.coverage is None or args.max_set_size < 1):
+        parser.error("--max-set-size abstains on prediction sets: use it with --coverage, and at least 1")
+    if (args.prior or args.no_abstain or args.max_set_size) and (args.evaluate or args.card):
+        parser.error("--prior, --no-abstain and --max-set-size shape predictions: use them with names, --file or "
+                     "standard input")
     if args.uncalibrated and args.coverage is not None:
         parser.error("--coverage sets are fitted on the calibrated probabilities: drop --uncalibrated")
     if args.evaluate == "":
@@ -141,15 +156,17 @@ def write(predictions: Iterable[Prediction], fmt: str, label_name: str = "langua
         writer = csv.writer(out, lineterminator="\n")
         explained = any(p.explanation is not None for p in predictions)
         writer.writerow(["name", label_name, "probability", "rank"] + (["in_prediction_set"] if with_sets else [])
-                        + (["explanation"] if explained else []))
+                        + (["explanation"] if explained else []) + ["abstained", "reason"])
         for p in predictions:
             members = set(p.prediction_set or [])
+            verdict = [str(p.abstained).lower(), p.reason or ""]
             for rank, (language, probability) in enumerate(p.predictions, start=1):
                 flag = [str(language in members).lower()] if with_sets else []
                 why = [p.explanation.compact() if rank == 1 else ""] if explained else []
-                writer.writerow([p.name, language, f"{probability:.6f}", rank, *flag, *why])
+                writer.writerow([p.name, language, f"{probability:.6f}", rank, *flag, *why, *verdict])
             if p.error:
-                writer.writerow([p.name, "", "", ""] + ([""] if with_sets else []) + ([""] if explained else []))
+                writer.writerow([p.name, "", "", ""] + ([""] if with_sets else []) + ([""] if explained else [])
+                                + verdict)
     else:
         for p in predictions:
             shown = p.name.encode("unicode_escape").decode("ascii") if not p.name.isprintable() else p.name
@@ -162,11 +179,20 @@ def write(predictions: Iterable[Prediction], fmt: str, label_name: str = "langua
                 out.write(f"  {shown_label:<12} {probability:6.1%}\n")
             if p.prediction_set is not None:
                 out.write(f"  set: {', '.join(p.prediction_set)}\n")
+            if p.abstained:
+                out.write(f"  abstained ({p.reason_code}): {p.reason}\n")
             why = p.explanation
             if why is not None:
                 out.write(f"  why {why.label}: {why.marked(normalize_name(p.name, normalize))}  {why.compact()}\n"
                           f"    score {why.score:.3f} = baseline {why.baseline:.3f} + parts "
                           f"{why.score - why.baseline - why.residual:.3f} (residual {why.residual:.1e})\n")
+
+
+def report_prior(predictor: Predictor) -> None:
+    """--prior estimate: the label mix it found, on stderr (the predictions stay on stdout)."""
+    if predictor.estimated_prior is not None:
+        shares = sorted(zip(predictor.labels, predictor.estimated_prior.tolist(), strict=True), key=lambda x: -x[1])
+        print("estimated prior: " + ", ".join(f"{label} {share:.3f}" for label, share in shares), file=sys.stderr)
 
 
 def print_card(path: str) -> None:
@@ -212,12 +238,13 @@ def main(argv: list[str] | None = None) -> int:
                 paired = compare_with_baseline(predictor, args.evaluate, args.batch_size, result)
                 print("\n" + format_comparison(paired))
             return 0
+        options = {"abstain": not args.no_abstain, "max_set_size": args.max_set_size, "prior": args.prior}
         if args.column:
             from nameorigin.serving.table import predict_table
 
             def table(out: TextIO) -> int:
                 return predict_table(predictor, args.file, args.column, out, args.delimiter, args.top_k or 1,
-                                     args.coverage, args.batch_size, args.explain)
+                                     args.coverage, args.batch_size, args.explain, **options)
 
             def table_file(tmp: Path) -> None:
                 with open(tmp, "w", encoding="utf-8", newline="") as out:
@@ -227,10 +254,13 @@ def main(argv: list[str] | None = None) -> int:
                 write_atomically(args.out, table_file)
             else:
                 table(sys.stdout)
+            report_prior(predictor)
             return 0
         names = read_names(args)
         write(predictor.predict(names, top_k=args.top_k or 3, batch_size=args.batch_size, coverage=args.coverage,
-                                explain=args.explain), args.format, predictor.label_name, predictor.normalize)
+                                explain=args.explain, **options), args.format, predictor.label_name,
+              predictor.normalize)
+        report_prior(predictor)
     except BrokenPipeError:  # `| head` closed the pipe: not an error
         return 0
     return 0

@@ -225,10 +225,10 @@ class NamesDataModule(BucketedDataModule):
         return [w**0.5 for w in weights] if mode == "sqrt" else weights
 
     def class_prior(self) -> list[float]:
-        """Each label's share of the training pairs (at least one count each, so every log is finite)."""
-        counts = Counter(language for _, language in self.splits["train"])
-        total = sum(max(counts[label], 1) for label in self.labels)
-        return [max(counts[label], 1) / total for label in self.labels]
+        """Each label's share of the pairs trained on (train, or train + validation for the refit; at least one
+        count each, so every log is finite)."""
+        counts = torch.bincount(self.datasets["train"].targets, minlength=len(self.labels)).clamp_min(1)
+        return (counts / counts.sum()).tolist()
 
     def manifest(self) -> dict:
         """Everything needed to audit or rebuild the split: settings, counts, corpus hash, the names."""

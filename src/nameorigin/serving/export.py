@@ -98,7 +98,8 @@ def export_model(predictor: Any, stem: str | Path, formats: tuple[str, ...] = FO
     meta = {"format": "nameorigin-export-3", "vocab": predictor.vocab, "labels": predictor.labels,
             "normalize": predictor.normalize, "calibration": predictor.calibration,
             "label_names": None if predictor.label_names is None else list(predictor.label_names.values()),
-            "data_settings": predictor.data_settings, "model_card": predictor.model_card}
+            "data_settings": predictor.data_settings, "model_card": predictor.model_card,
+            "trained_prior": predictor.trained_prior.tolist()}
     writers[sidecar_path(stem.with_suffix(".pt2"))] = lambda p: p.write_text(json.dumps(meta, ensure_ascii=False))
     for path, write in writers.items():
         write_atomically(path, write)

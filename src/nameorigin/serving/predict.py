@@ -18,7 +18,10 @@ from nameorigin.base.textnorm import UNK, normalize_name
 from nameorigin.model.calibration import level_key, prediction_sets
 from nameorigin.model.charrnn import CharRNN, batch_tokens, net_from_checkpoint
 from nameorigin.model.explain import NameExplanation, explain_names
+from nameorigin.model.novelty import CharTrigrams
+from nameorigin.serving.abstain import UNUSABLE, abstentions
 from nameorigin.serving.export import ExportedNet
+from nameorigin.serving.prior import estimate_prior, read_prior, reweight
 
 MAX_NAME_LENGTH = 64  # longer input is not a name (the corpus' longest has 20 characters): it is explained, not cut
 EXPORTED_SUFFIXES = (".pt2", ".onnx")
@@ -35,6 +38,13 @@ class Prediction:
     label_names: dict[str, str] | None = None  # a country model's ISO code -> country name
     label_key: str = "language"  # what a label is called (data.label_name): the JSON key
     explanation: NameExplanation | None = None  # with explain=True: why the top label
+    # Why it abstains (the scores stay): unusable_input, unknown_characters, out_of_distribution or large_set.
+    reason_code: str | None = None
+    reason: str | None = None
+
+    @property
+    def abstained(self) -> bool:
+        return self.reason_code is not None
 
     def as_dict(self) -> dict:
         result = {"name": self.name,
@@ -46,8 +56,9 @@ class Prediction:
             result["prediction_set"] = self.prediction_set
         if self.explanation is not None:
             result.update(self.explanation.as_dict())
-        if self.error:
-            result["error"] = self.error
+        result["abstained"] = self.abstained
+        if self.abstained:
+            result["reason_code"], result["reason"] = self.reason_code, self.reason
         return result
 
 
@@ -58,7 +69,7 @@ class Predictor:
     def __init__(self, net: CharRNN | ExportedNet, vocab: Sequence[str], labels: Sequence[str],
                  normalize: str = "ascii", device: str = "cpu", data_settings: dict | None = None,
                  calibration: dict | None = None, calibrated: bool = True, label_names: Sequence[str] | None = None,
-                 model_card: str | None = None):
+                 model_card: str | None = None, trained_prior: Sequence[float] | None = None):
         self.net, self.vocab, self.labels, self.normalize = net.eval(), list(vocab), list(labels), normalize
         self.model_card = model_card  # MODEL_CARD.md, carried into exports
         self.data_settings = data_settings or {}  # split settings + corpus hash, for evaluate()
@@ -68,6 +79,12 @@ class Predictor:
         # The model divides by the fitted temperature; multiplying by it again undoes the scaling on request.
         self.undo_temperature = 1.0 if calibrated else float(self.calibration.get("temperature", 1.0))
         self.char_to_index = {c: i for i, c in enumerate(self.vocab)}
+        # The label shares the served probabilities carry (nameorigin.serving.prior), for --prior.
+        self.trained_prior = torch.tensor(trained_prior, dtype=torch.float) if trained_prior else \
+            torch.full((len(self.labels),), 1 / len(self.labels))
+        self.abstention = self.calibration.get("abstention") or {}  # the rule fitted on held-out names
+        self.novelty = CharTrigrams.from_state(self.abstention["novelty"]) if self.abstention else None
+        self.estimated_prior: torch.Tensor | None = None  # set by predict(prior="estimate")
         self.device = torch.device(resolve_device(device))
         self.net.to(self.device)
 
@@ -82,7 +99,7 @@ class Predictor:
                             "from another version; retrain or pick another .ckpt") from None
         return cls(net, hp["vocab"], hp["labels"], hp["config"]["normalize"], device,
                    checkpoint.get("data"), checkpoint.get("calibration"), calibrated, hp.get("label_names"),
-                   checkpoint.get("model_card"))
+                   checkpoint.get("model_card"), served_prior(hp))
 
     @classmethod
     def from_exported(cls, path: str | Path, calibrated: bool = True) -> Predictor:
@@ -97,7 +114,8 @@ class Predictor:
             raise UserError(f"exported model {path} could not be read ({type(error).__name__}): "
                                "export it again") from None
         return cls(net, meta["vocab"], meta["labels"], meta.get("normalize", "ascii"), "cpu", meta.get("data_settings"),
-                   meta.get("calibration"), calibrated, meta.get("label_names"), meta.get("model_card"))
+                   meta.get("calibration"), calibrated, meta.get("label_names"), meta.get("model_card"),
+                   meta.get("trained_prior"))
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", calibrated: bool = True) -> Predictor:
@@ -133,8 +151,10 @@ class Predictor:
         return codes, None
 
     @torch.inference_mode()
-    def probabilities(self, encoded: Sequence[Sequence[int]], batch_size: int = BATCH_SIZE) -> torch.Tensor:
-        """Softmax over languages for pre-encoded names, batched by similar length."""
+    def probabilities(self, encoded: Sequence[Sequence[int]], batch_size: int = BATCH_SIZE,
+                      energy: torch.Tensor | None = None) -> torch.Tensor:
+        """Softmax over languages for pre-encoded names, batched by similar length; with `energy` (a tensor of
+        len(encoded)), also the logsumexp of each name's decided logits, written into it."""
         out = torch.empty(len(encoded), len(self.labels))
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
         for start in range(0, len(order), batch_size):
@@ -142,38 +162,63 @@ class Predictor:
             tokens, lengths = batch_tokens([encoded[i] for i in rows], self.device)
             logits = self.net(tokens, lengths).float()
             out[rows] = (logits * self.undo_temperature).softmax(-1).cpu()
+            if energy is not None:
+                energy[rows] = logits.logsumexp(-1).cpu()
         return out
 
     def predict(self, names: Iterable[str], top_k: int = 3, batch_size: int = BATCH_SIZE,
-                coverage: float | None = None, explain: bool = False) -> list[Prediction]:
-        """Top-k languages per name and, with `coverage`, the conformal prediction set at that level; with
-        `explain`, why the top one (nameorigin.model.explain)."""
+                coverage: float | None = None, explain: bool = False, abstain: bool = True,
+                max_set_size: int | None = None, prior: str | torch.Tensor | None = None) -> list[Prediction]:
+        """Top-k labels per name and, with `coverage`, the conformal prediction set at that level; with `explain`,
+        why the top one (nameorigin.model.explain). With `abstain` (and a checkpoint that holds the rule), a name
+        out of the model's depth comes back abstained with its reason, its scores still given
+        (nameorigin.serving.abstain). `prior`: the target population's label shares, "uniform" or "estimate"
+        (nameorigin.serving.prior)."""
         if top_k < 1:
             raise UserError(f"--top-k {top_k} must be at least 1")
         if explain and not isinstance(self.net, CharRNN):
             raise UserError("--explain reads the model's own layers: pass the .ckpt, not an exported program")
+        if prior is not None and coverage is not None:
+            raise UserError("--coverage sets are calibrated for the training population's label mix, which --prior "
+                            "replaces: drop one of them")
+        if max_set_size is not None and coverage is None:
+            raise UserError("--max-set-size abstains on large prediction sets: use it with --coverage")
         threshold = None if coverage is None else self.set_threshold(coverage)
         names = list(names)
         encoded = [self.encode(name) for name in names]
         good = [codes for codes, error in encoded if error is None]
-        probs = self.probabilities(good, batch_size)
+        abstain = abstain and bool(good) and bool(self.abstention)
+        energy = torch.empty(len(good)) if abstain else None
+        probs = self.probabilities(good, batch_size, energy)
+        if prior is not None and good:
+            probs = self.reweighted(probs, prior)
         why = iter(self.explain_encoded(good, [normalize_name(name, self.normalize) for name, (_, error)
                                                 in zip(names, encoded, strict=True) if error is None], batch_size)) \
             if explain and good else None
         top = probs.topk(min(top_k, len(self.labels)), dim=-1) if good else None
         rows = iter(zip(top.values.tolist(), top.indices.tolist(), strict=True)) if good else iter(())
-        sets = iter(self._sets(probs, threshold)) if threshold is not None and good else None
+        sets = self._sets(probs, threshold) if threshold is not None and good else None
+        verdicts = iter(abstentions(self, good, energy, sets, max_set_size, batch_size)) if abstain else None
+        sets = iter(sets) if sets is not None else None
         labels, results = self.labels, []
         for name, (_, error) in zip(names, encoded, strict=True):
             if error is not None:
-                results.append(Prediction(name, [], error))
+                results.append(Prediction(name, [], error, reason_code=UNUSABLE, reason=error))
                 continue
             values, indices = next(rows)
+            code, reason = next(verdicts) if verdicts is not None else (None, None)
             results.append(Prediction(name, [(labels[j], p) for p, j in zip(values, indices, strict=True)],
                                       prediction_set=None if sets is None else next(sets),
                                       label_names=self.label_names, label_key=self.label_name,
-                                      explanation=None if why is None else next(why)))
+                                      explanation=None if why is None else next(why), reason_code=code,
+                                      reason=reason))
         return results
+
+    def reweighted(self, probs: torch.Tensor, prior: str | torch.Tensor) -> torch.Tensor:
+        target = read_prior(prior, self.labels) if isinstance(prior, str) else prior
+        if isinstance(target, str):  # "estimate": from these very names
+            target = self.estimated_prior = estimate_prior(probs, self.trained_prior)
+        return reweight(probs, self.trained_prior, target)
 
     def explain(self, names: Iterable[str], batch_size: int = BATCH_SIZE) -> list[Prediction]:
         """The top label of each name and why: its contributions (nameorigin.model.explain)."""
@@ -190,6 +235,15 @@ class Predictor:
         ranked = members.gather(1, order)
         return [[self.labels[j] for j, keep in zip(row, flags, strict=True) if keep]
                 for row, flags in zip(order.tolist(), ranked.tolist(), strict=True)]
+
+
+def served_prior(hparams: dict) -> list[float] | None:
+    """The label shares a checkpoint's probabilities carry: its training prior to the power 1 - tau."""
+    prior, tau = hparams.get("class_prior"), float(hparams["config"].get("logit_adjustment") or 0.0)
+    if not prior:
+        return None
+    powered = [share ** (1 - tau) for share in prior]
+    return [share / sum(powered) for share in powered]
 
 
 def read_sidecar(path: str | Path) -> dict:

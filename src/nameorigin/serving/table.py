@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from nameorigin.base.errors import UserError
+from nameorigin.serving.abstain import UNUSABLE
 from nameorigin.serving.predict import BATCH_SIZE, Prediction, Predictor
 
 CHUNK_ROWS = 4096  # rows read, predicted and written at a time: memory stays flat whatever the file size
@@ -33,7 +34,7 @@ def prediction_columns(top_k: int, coverage: float | None, label_name: str = "la
         columns.append(f"pred_set_{coverage * 100:g}")
     if explain:
         columns.append("pred_explanation")
-    return [*columns, "pred_reason"]
+    return [*columns, "pred_abstained", "pred_reason"]
 
 
 def prediction_cells(prediction: Prediction, top_k: int, coverage: float | None, explain: bool = False) -> list[str]:
@@ -48,7 +49,7 @@ def prediction_cells(prediction: Prediction, top_k: int, coverage: float | None,
         cells.append("|".join(prediction.prediction_set or []))
     if explain:
         cells.append(prediction.explanation.compact() if prediction.explanation is not None else "")
-    return [*cells, prediction.error or ""]
+    return [*cells, str(prediction.abstained).lower(), prediction.reason or ""]
 
 
 def read_rows(stream: TextIO, delimiter: str) -> Iterator[list[str]]:
@@ -58,8 +59,9 @@ def read_rows(stream: TextIO, delimiter: str) -> Iterator[list[str]]:
 
 def predict_table(predictor: Predictor, source: str | Path, column: str, out: TextIO, delimiter: str | None = None,
                   top_k: int = 1, coverage: float | None = None, batch_size: int = BATCH_SIZE,
-                  explain: bool = False) -> int:
-    """Stream `source` to `out` with prediction columns appended; returns the number of data rows written."""
+                  explain: bool = False, **options: object) -> int:
+    """Stream `source` to `out` with prediction columns appended; returns the number of data rows written.
+    `options` go to Predictor.predict (abstain, max_set_size, prior)."""
     separator = delimiter_for(source, delimiter)
     if coverage is not None:
         predictor.set_threshold(coverage)  # an unknown level fails before any output
@@ -80,10 +82,11 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: Te
                 chunk = [row + [""] * (width - len(row)) for row in chunk]  # short rows keep the columns aligned
                 cells = [row[index] for row in chunk]
                 answers = predictor.predict(["" if cell in MISSING_MARKERS else cell for cell in cells], top_k,
-                                            batch_size, coverage, explain)
+                                            batch_size, coverage, explain, **options)
                 for row, cell, answer in zip(chunk, cells, answers, strict=True):
                     if cell in MISSING_MARKERS:
-                        answer = Prediction(cell, [], f"missing-value marker {cell!r}")
+                        reason = f"missing-value marker {cell!r}"
+                        answer = Prediction(cell, [], reason, reason_code=UNUSABLE, reason=reason)
                     writer.writerow([*row, *prediction_cells(answer, top_k, coverage, explain)])
                 written += len(chunk)
     except FileNotFoundError:

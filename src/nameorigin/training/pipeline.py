@@ -22,6 +22,7 @@ from nameorigin.config import ModelConfig, check_run, shape_fields
 from nameorigin.data.batching import is_refit
 from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate
 from nameorigin.training import refit, transfer
+from nameorigin.training.abstention import fit_abstention
 from nameorigin.training.card import write_model_card
 from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
 from nameorigin.training.dashboard import log_calibration
@@ -237,6 +238,8 @@ def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningData
     logits, targets, shares = model.collect_logits(datamodule.whole_split_loader("val"))  # rank 0 alone: all of it
     summary = calibrate(logits, targets, list(settings.coverages), int(settings.bins),
                         shares if model.config.soft_targets else None)
+    summary["abstention"] = fit_abstention(datamodule, logits / summary["temperature"],
+                                           float(settings.false_abstention), float(settings.max_unknown_share))
 
     def store(checkpoint: dict) -> None:
         checkpoint["state_dict"]["net.temperature"] = torch.tensor(summary["temperature"])

@@ -1,0 +1,61 @@
+"""Probabilities for the population being scored: Bayes' rule with a target prior (`--prior FILE|uniform`), or a
+prior estimated from the unlabelled names themselves (`--prior estimate`, the EM procedure of Saerens, Latinne &
+Decaestecker 2002, "Adjusting the outputs of a classifier to new a priori probabilities").
+
+p_target(y | x) is proportional to p(y | x) * target(y) / trained(y). `trained` is the prior the served
+probabilities already carry: the training set's label shares (train + validation for a refit model) raised to
+1 - tau, since logit adjustment (tau) divides tau of it out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from nameorigin.base.errors import UserError
+
+
+def reweight(probs: torch.Tensor, trained: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    scaled = probs * (target / trained)
+    return scaled / scaled.sum(-1, keepdim=True).clamp_min(1e-30)
+
+
+def estimate_prior(probs: torch.Tensor, trained: torch.Tensor, steps: int = 200,
+                   tolerance: float = 1e-6) -> torch.Tensor:
+    """EM: the target prior is the mean of the re-weighted probabilities, re-weighted with it, to a fixed point."""
+    prior = trained.clone()
+    for _ in range(steps):
+        new = reweight(probs, trained, prior).mean(0)
+        if float((new - prior).abs().sum()) < tolerance:
+            return new
+        prior = new
+    return prior
+
+
+def read_prior(spec: str, labels: Sequence[str]) -> torch.Tensor | str:
+    """`uniform`, `estimate`, or a JSON file of label -> share (normalized; every label named, none negative)."""
+    if spec in ("uniform", "estimate"):
+        return torch.full((len(labels),), 1 / len(labels)) if spec == "uniform" else spec
+    path = Path(spec)
+    try:
+        shares = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"--prior {spec}: no such file; pass a JSON of label -> share, uniform or estimate") from None
+    except (ValueError, OSError) as error:
+        raise UserError(f"--prior {spec} is not a readable JSON file ({type(error).__name__}): pass a JSON object "
+                        "of label -> share") from None
+    if not isinstance(shares, dict):
+        raise UserError(f"--prior {spec} must hold a JSON object of label -> share, e.g. {{\"{labels[0]}\": 0.5}}")
+    unknown = sorted(set(shares) - set(labels))
+    missing = [label for label in labels if label not in shares]
+    if unknown or missing:
+        raise UserError(f"--prior {spec}: " + (f"{', '.join(unknown)} are not labels of this model" if unknown else
+                        f"no share for {', '.join(missing)}") + f"; name every label ({', '.join(labels)})")
+    values = [shares[label] for label in labels]
+    if any(isinstance(v, bool) or not isinstance(v, int | float) or v < 0 for v in values) or sum(values) <= 0:
+        raise UserError(f"--prior {spec}: shares must be numbers >= 0 with a positive sum")
+    tensor = torch.tensor(values, dtype=torch.float)
+    return tensor / tensor.sum()
