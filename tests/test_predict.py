@@ -160,7 +160,8 @@ def test_fuzz_predictor_and_script_answer_or_explain_every_name(checkpoint, tmp_
     assert result.returncode == 0, result.stderr[-2000:]
     answered = json.loads(result.stdout)
     assert len(answered) == len([n for n in "\n".join(lines).splitlines() if n.strip()])
-    assert all(r["predictions"] or (r["abstained"] and r["reason_code"] == "unusable_input" and r["reason"]) for r in answered)
+    assert all(r["predictions"] or (r["abstained"] and r["reason_code"] == "unusable_input" and r["reason"])
+               for r in answered)
 
 
 def test_evaluate_reproduces_the_training_test_score(trained, checkpoint, tmp_path):

@@ -12,3 +12,17 @@ tests):
 - analysis: evaluation on a held-out split, the paired baseline comparison, the benchmark's contenders
 - cli: the console commands (nameorigin-predict, nameorigin-export, ...)
 """
+
+__all__ = ["Predictor", "predict_frame"]
+
+
+def __getattr__(name: str):  # imported on first use: `import nameorigin` stays light
+    if name == "Predictor":
+        from nameorigin.serving.predict import Predictor
+
+        return Predictor
+    if name == "predict_frame":
+        from nameorigin.serving.frame import predict_frame
+
+        return predict_frame
+    raise AttributeError(f"module 'nameorigin' has no attribute {name!r}")

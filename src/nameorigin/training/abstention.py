@@ -21,18 +21,20 @@ from nameorigin.model.novelty import CharTrigrams, ood_score
 
 def fit_abstention(datamodule: Any, decided_logits: torch.Tensor, false_abstention: float,
                    max_unknown_share: float) -> dict:
-    """`decided_logits`: the validation names' logits as served (temperature included), in dataset order."""
-    train, val = datamodule.datasets["train"], datamodule.datasets["val"]
+    """`decided_logits`: the validation names' logits as served (temperature included), in the order of
+    `datamodule.whole_split_loader("val")`, which is read again here for the names' characters."""
+    train = datamodule.datasets["train"]
     trigrams = CharTrigrams.fit(train.tokens.long(), train.lengths, len(datamodule.vocab))
-    novelty, energy = trigrams.score(val.tokens.long(), val.lengths), decided_logits.float().logsumexp(-1)
+    unk, novelty, unknown = datamodule.vocab.index(UNK), [], []
+    for batch in datamodule.whole_split_loader("val"):  # the order the logits were collected in
+        novelty.append(trigrams.score(batch.tokens, batch.lengths))
+        unknown.append((batch.tokens == unk).sum(1).float() / batch.lengths.float())
+    novelty, unknown, energy = torch.cat(novelty), torch.cat(unknown), decided_logits.float().logsumexp(-1)
     scale = {"novelty": [float(novelty.mean()), float(novelty.std())],
              "energy": [float(energy.mean()), float(energy.std())]}
     score = ood_score(novelty, energy, scale)
     threshold = float(torch.quantile(score.double(), false_abstention))
-    unk = datamodule.vocab.index(UNK)
-    tokens, lengths = val.tokens.long(), val.lengths
-    unknown = ((tokens == unk).sum(1).float() / lengths.float()) > max_unknown_share
-    abstained = unknown | (score < threshold)
+    abstained = (unknown > max_unknown_share) | (score < threshold)
     return {"false_abstention": false_abstention, "max_unknown_share": max_unknown_share, "scale": scale,
             "threshold": threshold, "val_abstained": float(abstained.float().mean()),
             "fitted_on": "trigram counts of the training names; threshold on the validation names",

@@ -17,10 +17,12 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionM
 from torchmetrics.utilities.distributed import gather_all_tensors
 
 from nameorigin.base.errors import UserError
+from nameorigin.base.textnorm import UNK
 from nameorigin.config import ModelConfig, TransferShape, from_plain, plain
 from nameorigin.data.batching import Batch
 from nameorigin.model.calibration import expected_calibration_error, prediction_sets, share_calibration_error
 from nameorigin.model.charrnn import build_net
+from nameorigin.model.novelty import CharTrigrams, ood_score
 
 
 class NameClassifier(pl.LightningModule):
@@ -79,7 +81,7 @@ class NameClassifier(pl.LightningModule):
         self.val_acc_best.persistent(True)  # kept in checkpoints, so a resumed run remembers its best
         self.capture_next_step = False  # set by GradAccumulationLogger for the steps it inspects
         self.calibration: dict = {}  # temperature and conformal thresholds, fitted on validation after training
-        self.test_outputs: list[tuple[torch.Tensor, ...]] = []  # (logits, targets, shares) of the test pass
+        self.test_outputs: list[tuple[torch.Tensor, ...]] = []  # (logits, targets, shares, abstaining) of the test pass
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return self.net(tokens, lengths)
@@ -138,7 +140,8 @@ class NameClassifier(pl.LightningModule):
         (self.val_confusion if stage == "val" else self.test_confusion).update(preds, targets)
         self.log_dict(metrics, prog_bar=stage == "val", batch_size=len(targets))
         if stage == "test":
-            self.test_outputs.append((logits.detach().float(), targets, shares.float()))
+            self.test_outputs.append((logits.detach().float(), targets, shares.float(),
+                                      self.abstaining(tokens, lengths)))
             if self.known_names is not None:
                 _, found = self.known_names.lookup(tokens, lengths)
                 for subset, rows in ((self.test_found, found), (self.test_not_found, ~found)):
@@ -179,10 +182,15 @@ class NameClassifier(pl.LightningModule):
                 for key, value in subset.compute().items():
                     self.log(f"test/{key}_{suffix}", value, sync_dist=True)
                 subset.reset()
-        logits, targets, shares = self.gather_test_outputs()
+        logits, targets, shares, abstaining = self.gather_test_outputs()
         if not len(targets):
             return
         self.test_outputs = [(logits.cpu(), targets.cpu(), shares.cpu())]  # for the dashboard's reliability diagram
+        rule = self.calibration.get("abstention")
+        if rule:  # the share of test names the rule fitted on validation abstains on (all reasons but set size)
+            scores = ood_score(abstaining[:, 1], logits.logsumexp(-1), rule["scale"])
+            abstained = (abstaining[:, 0] > rule["max_unknown_share"]) | (scores < rule["threshold"])
+            self.log("test/abstained", abstained.float().mean(), sync_dist=True)
         probs = logits.softmax(-1)
         raw = (logits * self.net.temperature).softmax(-1)  # before temperature scaling
         bins = self.calibration.get("bins", 15)
@@ -197,18 +205,29 @@ class NameClassifier(pl.LightningModule):
             self.log(f"test/coverage_{name}", sets.gather(1, targets[:, None]).float().mean(), sync_dist=True)
             self.log(f"test/set_size_{name}", sets.sum(1).float().mean(), sync_dist=True)
 
-    def gather_test_outputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Every rank's test logits, targets and shares, on every rank. Ranks hold different numbers of names (each
-        scores its own share once), which Lightning's all_gather cannot take; torchmetrics' gather pads and trims."""
+    def abstaining(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """[B, 2]: each name's share of characters never in training, and its letters' novelty (0 without a
+        fitted abstention rule)."""
+        rule = self.calibration.get("abstention")
+        if not rule:
+            return tokens.new_zeros(len(lengths), 2, dtype=torch.float)
+        if getattr(self, "_novelty_of", None) is not rule:  # built once per fitted rule
+            self._novelty, self._novelty_of = CharTrigrams.from_state(rule["novelty"]), rule
+        unknown = (tokens == self.hparams.vocab.index(UNK)).sum(1).float() / lengths.float()
+        return torch.stack([unknown, self._novelty.score(tokens, lengths).to(tokens.device)], dim=1)
+
+    def gather_test_outputs(self) -> tuple[torch.Tensor, ...]:
+        """Every rank's test logits, targets, shares and abstention inputs, on every rank. Ranks hold different
+        numbers of names (each scores its own share once), which Lightning's all_gather cannot take; torchmetrics'
+        gather pads and trims."""
         n = len(self.hparams.labels)
         parts = self.test_outputs or [(torch.zeros(0, n, device=self.device),
                                        torch.zeros(0, dtype=torch.long, device=self.device),
-                                       torch.zeros(0, n, device=self.device))]
+                                       torch.zeros(0, n, device=self.device), torch.zeros(0, 2, device=self.device))]
         columns = [torch.cat(column) for column in zip(*parts, strict=True)]
         if self.trainer.world_size > 1:
             columns = [torch.cat(gather_all_tensors(t.contiguous())) for t in columns]
-        logits, targets, shares = columns
-        return logits, targets, shares
+        return tuple(columns)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         datamodule = self.trainer.datamodule

@@ -1,0 +1,51 @@
+"""Predictions for a pandas DataFrame column, for notebooks:
+
+    from nameorigin import Predictor, predict_frame
+    scored = predict_frame(df, "surname", Predictor.load("refit.ckpt"), top_k=2, prior="estimate")
+
+The frame comes back with the table command's prediction columns appended (pred_<label>, pred_probability, ...,
+pred_abstained, pred_reason), aligned by index: every row, in order, its own columns untouched. A blank, NaN or
+None cell gets the blank-input reason, never a prediction. pandas is the optional [frame] extra, imported only
+here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nameorigin.base.errors import UserError
+from nameorigin.serving.abstain import UNUSABLE
+from nameorigin.serving.predict import BATCH_SIZE, Prediction, Predictor
+from nameorigin.serving.table import prediction_cells, prediction_columns
+
+BLANK = "no usable character after normalization"
+
+
+def predict_frame(frame: Any, column: str, predictor: Predictor | str, top_k: int = 1,
+                  coverage: float | None = None, batch_size: int = BATCH_SIZE, explain: bool = False,
+                  abstain: bool = True, max_set_size: int | None = None, prior: Any = None) -> Any:
+    """`frame` with prediction columns appended (a new frame; the input is not changed). `predictor`: a Predictor
+    or the path of a checkpoint or export. The options are scripts/predict.py's."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise UserError("predict_frame needs pandas: pip install 'nameorigin[frame]'") from None
+    if not isinstance(frame, pd.DataFrame):
+        raise UserError(f"predict_frame takes a pandas DataFrame, not {type(frame).__name__}")
+    if column not in frame.columns:
+        raise UserError(f"column {column!r} is not in the frame: choose one of {', '.join(map(repr, frame.columns))}")
+    predictor = Predictor.load(predictor) if not isinstance(predictor, Predictor) else predictor
+    cells = frame[column].tolist()
+    blank = [cell is None or (isinstance(cell, float) and cell != cell) or not str(cell).strip() for cell in cells]
+    names = ["" if is_blank else str(cell) for cell, is_blank in zip(cells, blank, strict=True)]
+    answers = predictor.predict(names, top_k, batch_size, coverage, explain, abstain, max_set_size, prior)
+    answers = [Prediction(name, [], BLANK, reason_code=UNUSABLE, reason=BLANK) if is_blank else answer
+               for name, answer, is_blank in zip(names, answers, blank, strict=True)]
+    columns = prediction_columns(top_k, coverage, predictor.label_name, explain)
+    rows = [prediction_cells(answer, top_k, coverage, explain) for answer in answers]
+    added = pd.DataFrame(rows, columns=columns, index=frame.index)
+    for name in columns:  # numbers and flags as such, not the CSV's text
+        if name.startswith("pred_probability"):
+            added[name] = pd.to_numeric(added[name], errors="coerce")
+    added["pred_abstained"] = added["pred_abstained"] == "true"
+    return pd.concat([frame, added], axis=1)

@@ -1,0 +1,146 @@
+"""Abstaining with a reason, the target prior, and DataFrames: the rule fitted on held-out names and carried to the
+refit, every reason through the command, JSON and tables, Bayes' rule and its EM estimate, and predict_frame."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT, last_scalars, run_script
+
+from nameorigin.data.names import NamesDataModule
+from nameorigin.model.charrnn import batch_tokens
+from nameorigin.model.novelty import CharTrigrams, ood_score
+from nameorigin.serving.predict import Predictor
+from nameorigin.serving.prior import estimate_prior, reweight
+from nameorigin.training.abstention import fit_abstention
+from nameorigin.training.module import NameClassifier
+
+PREDICT = str(ROOT / "scripts" / "predict.py")
+
+
+def test_the_rule_is_fitted_on_validation_and_carried_to_the_refit(trained):
+    run, corpus, _ = trained
+    best = torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)
+    refit = torch.load(run / "checkpoints" / "refit.ckpt", weights_only=True)
+    rule = best["calibration"]["abstention"]
+    assert refit["calibration"]["abstention"] == rule  # carried, as the temperature is
+    # Refitted here from the same split and best.ckpt's validation logits: the same threshold.
+    data = NamesDataModule(root=str(corpus), download=False)
+    data.setup()
+    model = NameClassifier(**best["hyper_parameters"])
+    model.load_state_dict(best["state_dict"])
+    model.net.temperature.fill_(1.0)
+    logits, _, _ = model.collect_logits(data.whole_split_loader("val"))
+    again = fit_abstention(data, logits / best["calibration"]["temperature"], 0.05, 0.5)
+    assert again["threshold"] == pytest.approx(rule["threshold"], abs=1e-5)
+    assert again["val_abstained"] == pytest.approx(rule["val_abstained"]) and rule["val_abstained"] <= 0.1
+    # The Predictor, scoring each validation name on its own, finds the same threshold: each name's letters and
+    # logits were paired (a sum of one name's novelty and another's energy gives other quantiles).
+    served = Predictor.load(run / "checkpoints" / "best.ckpt")
+    codes = [served.encode(name)[0] for name, _ in data.splits["val"]]
+    energy = torch.empty(len(codes))
+    served.probabilities(codes, energy=energy)
+    tokens, lengths = batch_tokens(codes, torch.device("cpu"))
+    scores = ood_score(served.novelty.score(tokens, lengths), energy, rule["scale"])
+    assert float(torch.quantile(scores.double(), 0.05)) == pytest.approx(rule["threshold"], abs=1e-4)
+    assert float(scores.mean()) == pytest.approx(0.0, abs=1e-4)  # both parts standardized on these names
+    # On the training names' own letters the novelty is higher than on strings of random letters.
+    trigrams = CharTrigrams.from_state(rule["novelty"])
+    train = data.datasets["train"]
+    rng = np.random.default_rng(0)
+    noise = torch.from_numpy(rng.integers(2, len(data.vocab), size=train.tokens.shape)).long()
+    assert float(trigrams.score(train.tokens.long(), train.lengths).mean()) > float(
+        trigrams.score(noise, train.lengths).mean()) + 1
+    assert 0 <= last_scalars(run / "tensorboard")["test/abstained"] <= 0.2  # measured on test, by the module
+
+
+def test_every_reason_in_json_text_and_tables(trained, tmp_path):
+    run, _, _ = trained
+    checkpoint = str(run / "checkpoints" / "refit.ckpt")
+    names = ["Kanemoto", "Zzvkzvkzzvkv", "12Ab3", "   ", "Pavlovsky"]
+    answers = json.loads(run_script([PREDICT, checkpoint, *names, "--format", "json", "--coverage", "0.95",
+                                     "--max-set-size", "1"], cwd=tmp_path).stdout)
+    codes = {a["name"]: a.get("reason_code") for a in answers}
+    assert codes["12Ab3"] == "unknown_characters" and codes["   "] == "unusable_input"
+    assert codes["Zzvkzvkzzvkv"] in ("out_of_distribution", "large_set")
+    for answer in answers:
+        assert answer["abstained"] == (answer.get("reason_code") is not None)
+        assert answer["abstained"] == ("reason" in answer)
+        if answer.get("reason_code") not in (None, "unusable_input"):
+            assert answer["predictions"], answer  # the scores are still given
+    calm = json.loads(run_script([PREDICT, checkpoint, "Zzvkzvkzzvkv", "12Ab3", "--format", "json", "--no-abstain"],
+                                 cwd=tmp_path).stdout)
+    assert [a["abstained"] for a in calm] == [False, False]
+    text = run_script([PREDICT, checkpoint, "12Ab3"], cwd=tmp_path).stdout
+    assert "abstained (unknown_characters):" in text
+    table = tmp_path / "people.csv"
+    table.write_text("surname\nKanemoto\n12Ab3\n\n", encoding="utf-8")
+    rows = run_script([PREDICT, checkpoint, "--file", str(table), "--column", "surname"], cwd=tmp_path).stdout
+    lines = rows.splitlines()
+    assert lines[0].endswith("pred_abstained,pred_reason") and lines[2].split(",")[-2] == "true", rows
+
+
+def test_bayes_rule_divides_out_the_trained_prior_and_em_finds_a_mix():
+    torch.manual_seed(0)
+    trained, target = torch.tensor([0.7, 0.2, 0.1]), torch.tensor([0.2, 0.3, 0.5])
+    probs = torch.softmax(torch.randn(6, 3), -1)
+    expected = probs * target / trained
+    torch.testing.assert_close(reweight(probs, trained, target), expected / expected.sum(-1, keepdim=True))
+    torch.testing.assert_close(reweight(probs, trained, trained), probs)
+    # A population drawn at a known mix, scored by an exact Bayes classifier trained on another mix.
+    likelihood = torch.tensor([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8]])  # p(x | y), 3 kinds of x
+    kinds = torch.multinomial(target @ likelihood, 20_000, replacement=True, generator=torch.Generator().manual_seed(1))
+    posterior = likelihood.t()[kinds] * trained
+    posterior = posterior / posterior.sum(-1, keepdim=True)
+    assert float((estimate_prior(posterior, trained) - target).abs().sum() / 2) < 0.02
+
+
+def test_priors_and_coverage_refusals_exit_2_with_the_fix(trained, tmp_path):
+    run, _, _ = trained
+    checkpoint = str(run / "checkpoints" / "refit.ckpt")
+    labels = Predictor.load(checkpoint).labels
+    good = tmp_path / "prior.json"
+    good.write_text(json.dumps({label: 1.0 for label in labels}), encoding="utf-8")
+    uniform = json.loads(run_script([PREDICT, checkpoint, "Kanemoto", "--prior", "uniform", "--format", "json"],
+                                    cwd=tmp_path).stdout)
+    filed = json.loads(run_script([PREDICT, checkpoint, "Kanemoto", "--prior", str(good), "--format", "json"],
+                                  cwd=tmp_path).stdout)
+    assert uniform == filed
+    estimated = run_script([PREDICT, checkpoint, "Kanemoto", "Pavlovsky", "--prior", "estimate"], cwd=tmp_path)
+    assert estimated.returncode == 0 and estimated.stderr.startswith("estimated prior: ")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"Klingon": 1.0}), encoding="utf-8")
+    for args, message in [(["--prior", str(bad)], "Klingon are not labels of this model"),
+                          (["--prior", "uniform", "--coverage", "0.9"], "drop one of them"),
+                          (["--prior", str(tmp_path / "none.json")], "no such file"),
+                          (["--max-set-size", "2"], "use it with --coverage")]:
+        result = run_script([PREDICT, checkpoint, "Kanemoto", *args], cwd=tmp_path)
+        last = result.stderr.strip().splitlines()[-1]  # argparse's usage lines may come first
+        assert result.returncode == 2 and message in last and "Traceback" not in result.stderr, result.stderr
+        assert not result.stdout
+
+
+def test_predict_frame_keeps_the_index_and_every_row(trained):
+    pd = pytest.importorskip("pandas")  # the [frame] extra, which make install includes
+    from nameorigin import predict_frame
+
+    run, _, _ = trained
+    rng = np.random.default_rng(0)
+    base = ["Kanemoto", "Pavlovsky", "Donagh", "Rinelli", "O'Kanemoto"]
+    cells = [base[i % 5] for i in range(10_000)]
+    for i in rng.choice(10_000, size=500, replace=False):  # 5 % NaN, blank, None and 10,000-character cells
+        cells[i] = [np.nan, "", None, "x" * 10_000, "   "][i % 5]
+    frame = pd.DataFrame({"surname": cells, "n": range(10_000)}, index=rng.permutation(10_000) + 7)
+    scored = predict_frame(frame, "surname", str(run / "checkpoints" / "refit.ckpt"), top_k=2)
+    assert list(scored.index) == list(frame.index) and len(scored) == 10_000
+    assert list(scored["n"]) == list(frame["n"]) and scored["surname"].equals(frame["surname"])
+    blank = frame["surname"].map(lambda c: c is None or (isinstance(c, float) and c != c) or not str(c).strip())
+    assert scored.loc[blank, "pred_language"].eq("").all() and scored.loc[blank, "pred_abstained"].all()
+    assert set(scored.loc[blank, "pred_reason"]) == {"no usable character after normalization"}
+    long = frame["surname"].map(lambda c: isinstance(c, str) and len(c) > 100)
+    assert set(scored.loc[long, "pred_reason"]) == {"longer than 64 characters: not one name"}
+    answered = ~blank & ~long
+    assert scored.loc[answered, "pred_language"].ne("").all() and scored.loc[answered, "pred_probability"].gt(0).all()
