@@ -25,6 +25,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
         torch.set_num_threads(threads)
 
+# The longest files first: pytest-xdist hands out whole files (--dist loadfile), so a long file drawn last keeps
+# one worker busy after the other has finished.
+LONGEST_FIRST = ("test_real_corpus.py", "test_surnames.py", "test_config.py", "test_train.py", "test_refit.py",
+                 "test_table_shares.py", "test_explain.py", "test_abstain.py", "test_reliability.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its own order
+
+
 # Each language gets a recognisable ending so a tiny model learns it in a few epochs.
 ENDINGS = {"Japanese": "moto", "Russian": "ovsky", "Irish": "agh", "Italian": "elli"}
 

@@ -206,12 +206,14 @@ class Predictor:
                 results.append(Prediction(name, [], error, reason_code=UNUSABLE, reason=error))
                 continue
             values, indices = next(rows)
-            code, reason = next(verdicts) if verdicts is not None else (None, None)
-            results.append(Prediction(name, [(labels[j], p) for p, j in zip(values, indices, strict=True)],
-                                      prediction_set=None if sets is None else next(sets),
-                                      label_names=self.label_names, label_key=self.label_name,
-                                      explanation=None if why is None else next(why), reason_code=code,
-                                      reason=reason))
+            answer = Prediction(name, [(labels[j], p) for p, j in zip(values, indices, strict=True)],
+                                prediction_set=None if sets is None else next(sets),
+                                label_names=self.label_names, label_key=self.label_name)
+            if why is not None:
+                answer.explanation = next(why)
+            if verdicts is not None:
+                answer.reason_code, answer.reason = next(verdicts)
+            results.append(answer)
         return results
 
     def reweighted(self, probs: torch.Tensor, prior: str | torch.Tensor) -> torch.Tensor:

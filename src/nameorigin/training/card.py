@@ -165,6 +165,15 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
             name = f"{float(level) * 100:g}"
             lines.append(f"| {level} | {threshold:.4f} | {percent(metrics.get(f'test/coverage_{name}'))} | "
                          f"{metrics.get(f'test/set_size_{name}', float('nan')):.2f} |")
+        rule = calibration.get("abstention")
+        if rule:
+            lines += ["", "## Abstention (names out of the model's depth)",
+                      f"A name abstains, its scores still given, when more than {rule['max_unknown_share']:.0%} of its "
+                      "characters were never in training, or when its letters are unlike the training names' and no "
+                      "label's evidence is strong (trigram novelty plus the energy of the logits, standardized; "
+                      f"threshold {rule['threshold']:.3f}, set to abstain on {rule['false_abstention']:.0%} of the "
+                      f"validation names{' for best.ckpt and carried over' if refitted else ''}). Validation: "
+                      f"{percent(rule['val_abstained'])}; test: {percent(metrics.get('test/abstained'))}."]
     columns = manifest["columns"] if table else {}
     limits = LIMITS if not table else TABLE_LIMITS.format(
         path=manifest["path"], label=label, column=", ".join(columns.get("share_columns") or [columns["label_column"]]))
