@@ -31,10 +31,14 @@ def test_the_refit_trains_on_train_and_validation_and_is_the_model_tested(traine
             ("best", "last", "refit")}
     refit, best = load["refit"], load["best"]
     assert refit["data"]["trained_on"] == "train+val" and "trained_on" not in best["data"]
-    assert refit["hyper_parameters"] == best["hyper_parameters"]
+    # The same model, but its prior is the shares of what it trained on: train + validation (for --prior).
+    assert {**refit["hyper_parameters"], "class_prior": None} == {**best["hyper_parameters"], "class_prior": None}
     # Same epochs, more names per epoch: more optimizer steps than the first training's last.ckpt.
     assert refit["global_step"] > load["last"]["global_step"] > 0
     manifest = json.loads((run / "split.json").read_text())
+    labels = refit["hyper_parameters"]["labels"]
+    seen = [label for split in ("train", "val") for _, label in manifest["splits"][split]]
+    assert refit["hyper_parameters"]["class_prior"] == pytest.approx([seen.count(k) / len(seen) for k in labels])
     assert manifest["trained_on"] == "train+val" and set(manifest["splits"]) == {"train", "val", "test"}
     # best.ckpt's temperature and thresholds, fitted on validation, are carried over.
     assert refit["calibration"] == {**best["calibration"], "carried_from": "best.ckpt"}
