@@ -98,29 +98,28 @@ def test_bayes_rule_divides_out_the_trained_prior_and_em_finds_a_mix():
     assert float((estimate_prior(posterior, trained) - target).abs().sum() / 2) < 0.02
 
 
-def test_priors_and_coverage_refusals_exit_2_with_the_fix(trained, tmp_path):
+def test_priors_and_coverage_refusals_exit_2_with_the_fix(trained, tmp_path, capsys):
+    from nameorigin.cli.predict import main  # in this process: the command's own parsing and refusals
+
     run, _, _ = trained
     checkpoint = str(run / "checkpoints" / "refit.ckpt")
-    labels = Predictor.load(checkpoint).labels
+    predictor = Predictor.load(checkpoint)
     good = tmp_path / "prior.json"
-    good.write_text(json.dumps({label: 1.0 for label in labels}), encoding="utf-8")
-    uniform = json.loads(run_script([PREDICT, checkpoint, "Kanemoto", "--prior", "uniform", "--format", "json"],
-                                    cwd=tmp_path).stdout)
-    filed = json.loads(run_script([PREDICT, checkpoint, "Kanemoto", "--prior", str(good), "--format", "json"],
-                                  cwd=tmp_path).stdout)
-    assert uniform == filed
+    good.write_text(json.dumps({label: 1.0 for label in predictor.labels}), encoding="utf-8")
+    uniform, filed = (predictor.predict(["Kanemoto", "Pavlovsky"], prior=prior) for prior in ("uniform", str(good)))
+    assert [a.as_dict() for a in uniform] == [a.as_dict() for a in filed]
     estimated = run_script([PREDICT, checkpoint, "Kanemoto", "Pavlovsky", "--prior", "estimate"], cwd=tmp_path)
-    assert estimated.returncode == 0 and estimated.stderr.startswith("estimated prior: ")
+    assert estimated.returncode == 0 and estimated.stderr.startswith("estimated prior: ")  # stdout keeps the answers
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"Klingon": 1.0}), encoding="utf-8")
     for args, message in [(["--prior", str(bad)], "Klingon are not labels of this model"),
                           (["--prior", "uniform", "--coverage", "0.9"], "drop one of them"),
                           (["--prior", str(tmp_path / "none.json")], "no such file"),
                           (["--max-set-size", "2"], "use it with --coverage")]:
-        result = run_script([PREDICT, checkpoint, "Kanemoto", *args], cwd=tmp_path)
-        last = result.stderr.strip().splitlines()[-1]  # argparse's usage lines may come first
-        assert result.returncode == 2 and message in last and "Traceback" not in result.stderr, result.stderr
-        assert not result.stdout
+        with pytest.raises(SystemExit) as exited:
+            main([checkpoint, "Kanemoto", *args])
+        out, err = capsys.readouterr()
+        assert exited.value.code == 2 and message in err.strip().splitlines()[-1] and not out, err
 
 
 def test_predict_frame_keeps_the_index_and_every_row(trained):

@@ -186,12 +186,12 @@ def test_a_share_table_with_weights_trains_calibrates_on_the_shares_and_evaluate
     assert f"accuracy  {scalars['test/acc']:.4f}" in evaluated.stdout, evaluated.stdout
 
 
-def test_the_scale_report_reads_splits_and_encodes_both_kinds_of_table(tmp_path):
-    result = run_script([str(ROOT / "scripts" / "table_scale.py"), "--rows", "3000", "--out",
+def test_the_scale_report_reads_splits_and_encodes_a_table(tmp_path):
+    result = run_script([str(ROOT / "scripts" / "table_scale.py"), "--rows", "3000", "--mode", "shares", "--out",
                          str(tmp_path / "big.csv")], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = {line.split()[0]: line.split() for line in result.stdout.splitlines()[2:]}
-    assert set(lines) == {"labels", "shares"}, result.stdout
+    assert set(lines) == {"shares"}, result.stdout
     for cells in lines.values():
         assert int(cells[1].replace(",", "")) == 3000 and float(cells[-2]) < 2.0, result.stdout
         assert all(float(cell.replace(",", "")) > 0 for cell in cells[3:6])
