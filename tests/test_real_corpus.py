@@ -1,5 +1,8 @@
 """The default configuration on the real corpus: `python train.py` as it stands (the shipped corpus, or
-NAMES_DATA_DIR), with a regression floor under the measured scores."""
+NAMES_DATA_DIR) but without the refit, with a regression floor under the measured scores. The refit would train
+the same model a second time (half of this test's minutes, in a suite that must finish in under 10); what it adds
+(train + validation, carried calibration and abstention, the tested model) is tested on the tiny corpus in
+tests/test_refit.py and tests/test_abstain.py, and its real-corpus figures are in the docs."""
 
 from __future__ import annotations
 
@@ -14,12 +17,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 @pytest.mark.slow
 def test_default_training_on_the_real_corpus(real_corpus, tmp_path):
     chosen = [f"data.root={os.environ['NAMES_DATA_DIR']}"] if os.environ.get("NAMES_DATA_DIR") else []
-    result = train(tmp_path, *chosen, "callbacks.progress_bar=null", timeout=900)
+    result = train(tmp_path, *chosen, "callbacks.progress_bar=null", "refit.enabled=false", timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(tmp_path)
     events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0}).Reload()
     test_acc, test_f1 = (events.Scalars(tag)[-1].value for tag in ("hp/test_acc", "hp/test_macro_f1"))
-    # Measured 0.8480 / 0.5654 for this seed, the refit model (README; best.ckpt alone: 0.8508 / 0.5615); the model
+    # Measured 0.8508 / 0.5615 for this seed, best.ckpt (the refit model: 0.8480 / 0.5654, README); the model
     # without its n-gram head scored 0.833 / 0.485 and always predicting Russian about 0.52 / 0.04. The floors leave
     # room for float differences between machines.
     assert test_acc >= 0.838 and test_f1 >= 0.545, (test_acc, test_f1)
@@ -27,11 +30,9 @@ def test_default_training_on_the_real_corpus(real_corpus, tmp_path):
     ece, ece_raw, coverage = (events.Scalars(tag)[-1].value for tag in ("test/ece", "test/ece_raw",
                                                                          "test/coverage_90"))
     assert ece <= 0.03 and ece < ece_raw and 0.88 <= coverage <= 0.94, (ece, ece_raw, coverage)
-    refit = EventAccumulator(str(run / "tensorboard" / "refit"), size_guidance={"scalars": 0}).Reload()
-    for weight in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):  # in both trainings
-        for accumulator in (events, refit):
-            assert max(e.value for e in accumulator.Scalars(f"grad_accum/{weight}/residual")) < 1e-5
-    # Abstention, fitted on best.ckpt's validation names and carried: at most 7 % of in-distribution test names
+    for weight in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+        assert max(e.value for e in events.Scalars(f"grad_accum/{weight}/residual")) < 1e-5
+    # Abstention, fitted on best.ckpt's validation names: at most 7 % of in-distribution test names
     # (5 % asked; measured 4.9 % on split seed 0, docs/serving.md).
     assert events.Scalars("test/abstained")[-1].value <= 0.07
     # The prior of a population: the test names resampled at a known, different mix (English and Russian's shares
@@ -39,7 +40,7 @@ def test_default_training_on_the_real_corpus(real_corpus, tmp_path):
     from nameorigin.analysis.prior_check import prior_shift_check
     from nameorigin.serving.predict import Predictor
 
-    predictor = Predictor.load(run / "checkpoints" / "refit.ckpt")
+    predictor = Predictor.load(run / "checkpoints" / "best.ckpt")
     mix = predictor.trained_prior.clone()
     english, russian = predictor.labels.index("English"), predictor.labels.index("Russian")
     mix[english], mix[russian] = mix[russian].item(), mix[english].item()
@@ -47,6 +48,6 @@ def test_default_training_on_the_real_corpus(real_corpus, tmp_path):
     assert shifted["total_variation"] < 0.5 * shifted["total_variation_of_the_trained_prior"], shifted
     assert shifted["accuracy_after"] >= shifted["accuracy_before"] - 0.005, shifted
     manifest = json.loads((run / "split.json").read_text())
-    assert manifest["trained_on"] == "train+val" and (run / "checkpoints" / "refit.ckpt").is_file()
+    assert manifest["trained_on"] == "train" and not (run / "checkpoints" / "refit.ckpt").exists()
     names = {split: {name for name, _ in pairs} for split, pairs in manifest["splits"].items()}
     assert not (names["train"] & names["test"] or names["val"] & names["test"] or names["train"] & names["val"])
