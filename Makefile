@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-PIP_INSTALL := $(BIN)/python -m pip install --quiet --no-compile --constraint constraints.txt
+PIP_INSTALL := $(BIN)/python -m pip install --quiet --constraint constraints.txt
 ARGS ?=
 # Test workers (pytest-xdist; tests/conftest.py shares the cores out between them): the suite is mostly process
 # starts and small models, so two workers beat one on 2 cores (docs/reliability.md). TEST_WORKERS=0: serial.
