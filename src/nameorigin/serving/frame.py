@@ -14,11 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from nameorigin.base.errors import UserError
-from nameorigin.serving.abstain import UNUSABLE
-from nameorigin.serving.predict import BATCH_SIZE, Prediction, Predictor
+from nameorigin.serving.predict import BATCH_SIZE, Predictor
 from nameorigin.serving.table import prediction_cells, prediction_columns
-
-BLANK = "no usable character after normalization"
 
 
 def predict_frame(frame: Any, column: str, predictor: Predictor | str, top_k: int = 1,
@@ -38,9 +35,8 @@ def predict_frame(frame: Any, column: str, predictor: Predictor | str, top_k: in
     cells = frame[column].tolist()
     blank = [cell is None or (isinstance(cell, float) and cell != cell) or not str(cell).strip() for cell in cells]
     names = ["" if is_blank else str(cell) for cell, is_blank in zip(cells, blank, strict=True)]
+    # A blank cell goes in as "": the Predictor's own unusable-input answer, never a prediction.
     answers = predictor.predict(names, top_k, batch_size, coverage, explain, abstain, max_set_size, prior)
-    answers = [Prediction(name, [], BLANK, reason_code=UNUSABLE, reason=BLANK) if is_blank else answer
-               for name, answer, is_blank in zip(names, answers, blank, strict=True)]
     columns = prediction_columns(top_k, coverage, predictor.label_name, explain)
     rows = [prediction_cells(answer, top_k, coverage, explain) for answer in answers]
     added = pd.DataFrame(rows, columns=columns, index=frame.index)
