@@ -3,10 +3,15 @@ package, or NAMES_DATA_DIR)."""
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 import os
 import random
+import runpy
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -95,6 +100,40 @@ def train(cwd: Path, *overrides: str, timeout: int = 300) -> subprocess.Complete
     return run_script([str(ROOT / "train.py"), *overrides], cwd=cwd, timeout=timeout)
 
 
+def run_in_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """A script run as `__main__` inside this process, answered like run_script: for the refusals, which stop
+    before training, so each case skips a Python start and the imports of torch and Lightning. Its own exit code,
+    stdout and stderr are returned; an exception that is not SystemExit (a bug) propagates. Warnings go to pytest
+    here, not to stderr, so each script keeps refusals tested as a subprocess too."""
+    out, err = io.StringIO(), io.StringIO()
+    saved_argv, saved_cwd, saved_env = sys.argv, os.getcwd(), os.environ.copy()
+    saved_logging = [(logger, logger.handlers[:], logger.level, logger.propagate)
+                     for logger in [logging.root, *map(logging.getLogger, list(logging.root.manager.loggerDict))]]
+    code = 0
+    try:
+        os.chdir(cwd)
+        sys.argv = [str(arg) for arg in args]
+        os.environ["HYDRA_FULL_ERROR"] = "0"
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                runpy.run_path(sys.argv[0], run_name="__main__")
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+    finally:
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        for logger, handlers, level, propagate in saved_logging:  # Hydra's job logging wrote to `out`
+            logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def train_refused(cwd: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """train.py run in this process (run_in_process), for the runs that stop before training."""
+    return run_in_process([str(ROOT / "train.py"), *overrides], cwd)
+
+
 def run_dirs(cwd: Path) -> list[Path]:
     return sorted(p for p in (cwd / "outputs").glob("*/*") if p.is_dir() and p.name != "multirun")
 
@@ -123,10 +162,21 @@ def last_scalars(folder: Path) -> dict[str, float]:
 
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory) -> tuple[Path, Path, subprocess.CompletedProcess]:
-    """One tiny training run shared by the artifact and prediction tests."""
-    work = tmp_path_factory.mktemp("run")
-    corpus = write_corpus(work / "names")
-    result = train(work, f"data.root={corpus}", *TINY)
-    assert result.returncode == 0, result.stderr[-3000:]
+    """One tiny training run shared by the artifact and prediction tests, and by the pytest-xdist workers: the
+    first to ask trains it under a file lock in their common temporary folder, the others read it back. The tests
+    only read it."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # pytest-of-<user>/pytest-<n>/, above each worker's own folder
+    work, record = shared / "trained-run", shared / "trained-run.json"
+    with FileLock(str(shared / "trained-run.lock")):
+        if not record.exists():
+            corpus = write_corpus(work / "names")
+            result = train(work, f"data.root={corpus}", *TINY)
+            assert result.returncode == 0, result.stderr[-3000:]
+            record.write_text(json.dumps([result.args, result.returncode, result.stdout, result.stderr]))
+    args, returncode, stdout, stderr = json.loads(record.read_text())
     (run,) = run_dirs(work)
-    return run, corpus, result
+    return run, work / "names", subprocess.CompletedProcess(args, returncode, stdout, stderr)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, run_script
+from conftest import ROOT, run_in_process, run_script
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nameorigin.analysis.evaluate import evaluate, format_report
@@ -109,7 +109,7 @@ class Exploit:
 def test_bad_checkpoints_exit_2_with_one_line(checkpoint, tmp_path, make, message):
     bad = tmp_path / "bad.ckpt"
     make(bad, checkpoint)
-    result = run_script([PREDICT, str(bad), "Kanemoto"], cwd=tmp_path)
+    result = run_in_process([PREDICT, str(bad), "Kanemoto"], cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert not (tmp_path / "pwned").exists()  # the malicious pickle never ran
@@ -129,7 +129,7 @@ def test_bad_checkpoints_exit_2_with_one_line(checkpoint, tmp_path, make, messag
     (["--file", "people.csv", "--column", "surname", "--out", "."], "--out . is a folder"),
 ])
 def test_usage_errors_exit_2_without_a_traceback(checkpoint, tmp_path, flags, message):
-    result = run_script([PREDICT, str(checkpoint), *flags], cwd=tmp_path)
+    result = run_in_process([PREDICT, str(checkpoint), *flags], cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and not result.stdout
 

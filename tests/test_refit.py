@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TINY, train
+from conftest import TINY, train_refused
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nameorigin.analysis.baseline import fit_ngram_baseline
@@ -62,7 +62,7 @@ def test_the_refit_trains_on_train_and_validation_and_is_the_model_tested(traine
 
 def test_a_refit_checkpoint_is_not_a_state_to_resume(trained, tmp_path):
     run, corpus, _ = trained
-    result = train(tmp_path, f"data.root={corpus}", *TINY, f"ckpt_path={run / 'checkpoints' / 'refit.ckpt'}")
+    result = train_refused(tmp_path, f"data.root={corpus}", *TINY, f"ckpt_path={run / 'checkpoints' / 'refit.ckpt'}")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip() == (f"error: ckpt_path={run / 'checkpoints' / 'refit.ckpt'} is a refit model "
                                      "(trained on train + validation), not a training state: resume from the run's "
@@ -81,7 +81,7 @@ def test_the_baseline_refit_learns_from_the_validation_names():
 
 
 def test_the_surnames_pretraining_refuses_a_refit(tmp_path):
-    result = train(tmp_path, "experiment=surnames_pretrain", "refit.enabled=true")
+    result = train_refused(tmp_path, "experiment=surnames_pretrain", "refit.enabled=true")
     assert result.returncode == 2 and result.stderr.strip() == (
         "error: refit.enabled=true is for the names corpus: the surnames pretraining has no refit; pass "
         "refit.enabled=false")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, TINY, run_dirs, train, write_corpus
+from conftest import ROOT, TINY, run_dirs, train, train_refused, write_corpus
 
 from nameorigin.training.checkpointing import AtomicCheckpointIO
 
@@ -75,7 +75,7 @@ def test_resume_refuses_a_different_corpus(tmp_path):
     first = train(tmp_path, f"data.root={corpus}", *TINY, "trainer.max_epochs=1", "test=false")
     assert first.returncode == 0, first.stderr[-2000:]
     (corpus / "Irish.txt").write_text("Another\nCorpus\n")
-    again = train(tmp_path, f"data.root={corpus}", *TINY, "ckpt_path=last")
+    again = train_refused(tmp_path, f"data.root={corpus}", *TINY, "ckpt_path=last")
     assert again.returncode == 2 and "sha256 mismatch" in again.stderr, again.stderr[-2000:]
     assert len(run_dirs(tmp_path)) == 1
 
@@ -89,8 +89,8 @@ def test_resume_refuses_a_different_corpus(tmp_path):
 def test_resume_refuses_a_checkpoint_it_cannot_continue(trained, tmp_path, override, message):
     run, corpus, _ = trained
     (tmp_path / "garbage.ckpt").write_text("garbage\n")
-    resumed = train(tmp_path, f"data.root={corpus}", *TINY, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
-                    override)
+    resumed = train_refused(tmp_path, f"data.root={corpus}", *TINY,
+                            f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}", override)
     assert resumed.returncode == 2 and message in resumed.stderr, resumed.stderr[-2000:]
     assert len(resumed.stderr.strip().splitlines()) == 1 and "Traceback" not in resumed.stderr
     assert not (tmp_path / "outputs").exists()
@@ -99,8 +99,8 @@ def test_resume_refuses_a_checkpoint_it_cannot_continue(trained, tmp_path, overr
 def test_finetuning_refuses_a_start_trained_on_this_corpus_with_another_split(trained, tmp_path):
     # The starting weights learnt split seed 0's training names, some of which split seed 1 holds out.
     run, corpus, _ = trained
-    result = train(tmp_path, "experiment=finetune", f"model.init_from={run / 'checkpoints' / 'best.ckpt'}",
-                   f"data.root={corpus}", "model.known_names_cache=null", *TINY, "data.split_seed=1")
+    result = train_refused(tmp_path, "experiment=finetune", f"model.init_from={run / 'checkpoints' / 'best.ckpt'}",
+                           f"data.root={corpus}", "model.known_names_cache=null", *TINY, "data.split_seed=1")
     assert result.returncode == 2 and "was trained on this corpus with another split (data.split_seed=0)" in \
         result.stderr, result.stderr[-2000:]
     assert len(result.stderr.strip().splitlines()) == 1 and not run_dirs(tmp_path)

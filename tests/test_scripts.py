@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from conftest import ROOT, run_script
+from conftest import ROOT, run_in_process, run_script
 
 SCRIPTS = ROOT / "scripts"
 
@@ -95,21 +95,21 @@ def test_benchmark_accuracy_part_with_a_relative_data_folder(tiny_corpus, tmp_pa
     (["--data", "."], "holds no <Language>.txt files"),  # tmp_path: an empty folder
 ])
 def test_benchmark_usage_errors_exit_2(tmp_path, flags, message):
-    result = run_script([str(SCRIPTS / "benchmark.py"), *flags], cwd=tmp_path)
+    result = run_in_process([str(SCRIPTS / "benchmark.py"), *flags], cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("formats", ["", "pt2,tflite"])
 def test_export_refuses_formats_it_does_not_write(tmp_path, formats):
-    result = run_script([str(SCRIPTS / "export.py"), "any.ckpt", "--formats", formats], cwd=tmp_path)
+    result = run_in_process([str(SCRIPTS / "export.py"), "any.ckpt", "--formats", formats], cwd=tmp_path)
     assert result.returncode == 2 and f"--formats {formats!r}: choose from pt2, onnx" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and list(tmp_path.iterdir()) == []
 
 
 def test_export_refuses_a_folder_as_the_path_stem(tmp_path):
     (tmp_path / "exports").mkdir()
-    result = run_script([str(SCRIPTS / "export.py"), "any.ckpt", "--out", "exports"], cwd=tmp_path)
+    result = run_in_process([str(SCRIPTS / "export.py"), "any.ckpt", "--out", "exports"], cwd=tmp_path)
     assert result.returncode == 2 and "--out exports is a folder: pass a path stem in it, e.g. exports/model" in \
         result.stderr, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exports"]

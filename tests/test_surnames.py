@@ -13,7 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, TINY, last_scalars, run_dirs, run_script, score_in_one_process, train, write_corpus
+from conftest import (
+    ROOT,
+    TINY,
+    last_scalars,
+    run_dirs,
+    run_script,
+    score_in_one_process,
+    train,
+    train_refused,
+    write_corpus,
+)
 
 from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig
@@ -254,8 +264,8 @@ def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_sur
 ])
 def test_finetune_refuses_a_checkpoint_that_does_not_fit(pretrained, tiny_surnames, tmp_path, override, message):
     _, corpus = tiny_surnames
-    result = train(tmp_path, "experiment=finetune", f"model.init_from={pretrained}", f"data.root={corpus}",
-                   "model.known_names_cache=null", *TINY, "model.embedding_dim=16", override)
+    result = train_refused(tmp_path, "experiment=finetune", f"model.init_from={pretrained}", f"data.root={corpus}",
+                           "model.known_names_cache=null", *TINY, "model.embedding_dim=16", override)
     assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
     assert len(result.stderr.strip().splitlines()) == 1 and not run_dirs(tmp_path)
 
@@ -267,10 +277,10 @@ def test_finetune_refuses_a_checkpoint_whose_vocabulary_does_not_match_its_embed
     checkpoint["hyper_parameters"]["vocab"] = checkpoint["hyper_parameters"]["vocab"][:-5]
     bad = tmp_path / "bad.ckpt"
     torch.save(checkpoint, bad)
-    result = train(tmp_path, "experiment=finetune", f"model.init_from={bad}", f"data.root={corpus}",
-                   "model.known_names_cache=null", *TINY, "model.embedding_dim=16")
+    result = train_refused(tmp_path, "experiment=finetune", f"model.init_from={bad}", f"data.root={corpus}",
+                           "model.known_names_cache=null", *TINY, "model.embedding_dim=16")
     assert result.returncode == 2 and "vocabulary" in result.stderr, result.stderr[-2000:]
-    missing = train(tmp_path, "experiment=finetune", f"data.root={corpus}", *TINY)
+    missing = train_refused(tmp_path, "experiment=finetune", f"data.root={corpus}", *TINY)
     assert missing.returncode == 2 and "model.init_from is missing" in missing.stderr
 
 

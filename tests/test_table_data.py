@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, TINY, run_dirs, run_script, train, write_corpus
+from conftest import ROOT, TINY, run_dirs, run_script, train, train_refused, write_corpus
 
 from nameorigin.data.names import NamesDataModule, label_files
 from nameorigin.data.table import TableDataModule
@@ -115,7 +115,7 @@ def bad_tables(folder: Path) -> dict[str, tuple[Path, list[str], str]]:
 @pytest.mark.parametrize("case", ["missing", "column", "blank", "bytes", "one label", "small", "shares"])
 def test_a_bad_table_is_one_line_exit_2_before_training(tmp_path, case):
     path, overrides, message = bad_tables(tmp_path)[case]
-    result = train(tmp_path, "data=table", f"data.path={path}", *TINY, *overrides)
+    result = train_refused(tmp_path, "data=table", f"data.path={path}", *TINY, *overrides)
     assert result.returncode == 2, result.stderr[-2000:]
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
     assert "Traceback" not in result.stderr and not (tmp_path / "outputs").exists()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY, run_dirs, train, write_corpus
+from conftest import TINY, run_dirs, train, train_refused, write_corpus
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nameorigin.training.module import NameClassifier
@@ -147,7 +147,21 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, setup, ove
     corpus = tmp_path / "names"
     setup(corpus)
     args = [f"data.root={corpus}", "data.download=false", *TINY] + ([override] if override else [])
-    result = train(tmp_path, *args)
+    assert_refused(train_refused(tmp_path, *args), message, tmp_path)
+
+
+@pytest.mark.parametrize("override, message", [  # one of each kind: a task's refusal, Hydra's, the run folder's
+    ("model.hidden_size=-4", "model.hidden_size=-4 must be a whole number >= 1"),
+    ("trainer=tpu", "Could not find 'trainer/tpu': choose one of cpu, ddp, ddp_cpu,"),
+    ("paths.log_dir=/proc/nameorigin", "cannot create the run folder /proc/nameorigin"),
+])
+def test_bad_input_in_its_own_process_shows_one_line_and_no_warning(tmp_path, override, message):
+    """As a user sees it: nothing else reaches stderr, Python's and Lightning's warnings included."""
+    corpus = write_corpus(tmp_path / "names")
+    assert_refused(train(tmp_path, f"data.root={corpus}", *TINY, override), message, tmp_path)
+
+
+def assert_refused(result: subprocess.CompletedProcess, message: str, tmp_path: Path) -> None:
     assert result.returncode == 2, (result.stdout[-2000:], result.stderr[-2000:])
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
     assert "Traceback" not in result.stderr + result.stdout
