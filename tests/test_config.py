@@ -160,19 +160,26 @@ def test_multirun_sweeps_cells_into_one_sweep_folder(tmp_path):
     assert all((j / "checkpoints" / "last.ckpt").is_file() for j in jobs)
 
 
-@pytest.mark.parametrize("impl", ["autograd", "bptt"])
-def test_gpu_trainer_settings_train_end_to_end_on_the_cpu(tmp_path, impl):
+@pytest.mark.parametrize("impl, fast_path", [("autograd", "auto"), ("bptt", "on")])
+def test_gpu_trainer_settings_train_end_to_end_on_the_cpu(tmp_path, impl, fast_path):
     """trainer=gpu's bf16-mixed precision, with only the accelerator swapped (TINY): the first run on a real GPU
-    crashed in validation's sanity check, since autocast handed bptt.py bf16 tensors."""
+    crashed in validation's sanity check, since autocast handed bptt.py bf16 tensors. With model.fast_path=on the
+    GPU's fast path runs too, eagerly (nameorigin.training.graphed): manual optimization, one-length batches, the
+    split on the device, the tallies logged once an epoch."""
     corpus = write_corpus(tmp_path / "names")
-    result = train(tmp_path, "trainer=gpu", f"data.root={corpus}", *TINY, f"model.impl={impl}")
+    result = train(tmp_path, "trainer=gpu", f"data.root={corpus}", *TINY, f"model.impl={impl}",
+                   f"model.fast_path={fast_path}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "bfloat16 Automatic Mixed Precision" in result.stdout + result.stderr
+    assert ("fast path: one-length batches" in result.stdout + result.stderr) == (fast_path == "on")
     (run,) = run_dirs(tmp_path)
     events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0}).Reload()
     residuals = [e.value for e in events.Scalars("grad_accum/weight_hh/residual")]
     assert residuals and max(residuals) < 1e-5, residuals
-    assert {"test/acc", "calibration/temperature"} <= set(events.Tags()["scalars"])
+    assert {"test/acc", "calibration/temperature", "train/loss_epoch", "train/acc"} <= set(events.Tags()["scalars"])
+    losses = [e.value for e in events.Scalars("train/loss_epoch")]
+    assert len(losses) == 2 and losses[1] < losses[0]  # two epochs, and it learns
+    assert events.Scalars("test/acc")[-1].value > 0.5
 
 
 @pytest.mark.slow

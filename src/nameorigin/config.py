@@ -45,6 +45,12 @@ class Impl(Choice):
     bptt = "bptt"  # the hand-written backward through time (nameorigin.model.bptt)
 
 
+class FastPath(Choice):
+    auto = "auto"  # on when training on one CUDA device (trainer=gpu), off otherwise
+    on = "on"  # also without CUDA, where the same step runs eagerly (tests; what one-length batches change)
+    off = "off"  # the dynamic step, batches of mixed lengths
+
+
 class Normalize(Choice):
     ascii = "ascii"  # NFD, accents and other non-ASCII characters dropped
     none = "none"  # characters as written
@@ -129,12 +135,14 @@ class ModelConfig(NetConfig):
     known_names_cache: str | None = None  # a surnames cache: the exact name's country shares as evidence
     evidence_hidden: int = field(default=0, metadata=HEAD)  # > 0: a hidden layer between those shares and logits
     pretrained_lr_scale: float = 1.0
+    fast_path: FastPath = FastPath.auto  # the CUDA-graphed step (nameorigin.training.graphed)
     optimizer: Any = None  # a _partial_ optimizer: torch.optim.AdamW when null
     scheduler: Any = None  # a _partial_ schedule, or null
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.normalize = choice("model.normalize", Normalize, self.normalize)
+        self.fast_path = choice("model.fast_path", FastPath, self.fast_path)
         rate("model.label_smoothing", self.label_smoothing)
         rate("model.logit_adjustment", self.logit_adjustment, 0.0, math.inf)
         rate("model.pretrained_lr_scale", self.pretrained_lr_scale, 0.0, math.inf)

@@ -126,6 +126,36 @@ class BucketBatchSampler(Sampler[list[int]]):
         return len(self._batches())
 
 
+class OneLengthBatchSampler(BucketBatchSampler):
+    """Batches whose names all have one length, for the fast path (nameorigin.training.graphed): the shape of
+    each is then known on the host. Shuffled, resumed and sharded as BucketBatchSampler's; the last batch of each
+    length may be short."""
+
+    def _bucket(self, order: list[int]) -> list[list[int]]:
+        by_length: dict[int, list[int]] = {}
+        for index in order:
+            by_length.setdefault(self.lengths[index], []).append(index)
+        return [rows[i : i + self.batch_size] for _, rows in sorted(by_length.items())
+                for i in range(0, len(rows), self.batch_size)]
+
+
+class OneLengthRows(NamedTuple):
+    """What the fast path's loader yields: row indices into the split kept on the device, and their one length."""
+
+    rows: torch.Tensor
+    length: int
+
+
+def one_length_loader(dataset: Any, batch_size: int, seed: int, datamodule: pl.LightningDataModule) -> DataLoader:
+    """Training batches as OneLengthRows, in pinned memory, so Lightning's copy to the device does not wait."""
+    trainer = getattr(datamodule, "trainer", None)
+    replicas, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+    lengths = dataset.lengths.tolist()
+    sampler = OneLengthBatchSampler(lengths, batch_size, True, seed, num_replicas=replicas, rank=rank)
+    return DataLoader(range(len(lengths)), batch_sampler=sampler, pin_memory=torch.cuda.is_available(),
+                      collate_fn=lambda rows: OneLengthRows(torch.tensor(rows), lengths[rows[0]]))
+
+
 def bucket_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int, datamodule: pl.LightningDataModule,
                   num_workers: int = 0, shard: bool = True) -> DataLoader:
     """Length-bucketed batches of a dataset with `lengths` and `collate`, sharded across the trainer's ranks unless
@@ -151,6 +181,7 @@ class BucketedDataModule(pl.LightningDataModule):
     num_workers: int
     splits: dict
     corpus_sha256: str
+    one_length_batches: bool = False
 
     def manifest(self) -> dict:
         raise NotImplementedError
@@ -204,6 +235,8 @@ class BucketedDataModule(pl.LightningDataModule):
                             "devices or a larger corpus")
 
     def train_dataloader(self) -> DataLoader:
+        if self.one_length_batches:  # the fast path (set by nameorigin.training.pipeline)
+            return one_length_loader(self.datasets["train"], self.batch_size, self.split_seed, self)
         return self._loader("train", shuffle=True)
 
     def val_dataloader(self) -> DataLoader:

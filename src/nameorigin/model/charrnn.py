@@ -80,8 +80,8 @@ def sort_longest_first(tokens: torch.Tensor, lengths: torch.Tensor) -> tuple[tor
     return tokens, lengths, torch.argsort(order), batch_sizes
 
 
-def autograd_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor,
-                  record: StepCapture | None) -> torch.Tensor:
+def autograd_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor, record: StepCapture | None,
+                  one_length: bool = False) -> torch.Tensor:
     """model.impl=autograd, the reference: the cell's own step in a plain loop that autograd records."""
     cell = net.cell
     gi, x = net.input_projection(tokens, record is not None)  # every timestep's input projection in one go
@@ -100,9 +100,16 @@ def autograd_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor,
     return h
 
 
-def bptt_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor, record: StepCapture | None) -> torch.Tensor:
-    """model.impl=bptt: bptt.CellLoop, the hand-written backward, on the batch sorted longest first."""
-    tokens, lengths, unsort, batch_sizes = sort_longest_first(tokens, lengths)
+def bptt_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor, record: StepCapture | None,
+              one_length: bool = False) -> torch.Tensor:
+    """model.impl=bptt: bptt.CellLoop, the hand-written backward, on the batch sorted longest first. A batch of
+    `one_length` (every name as long as `tokens` is wide) needs no sort: every name runs at every step, which the
+    host knows without reading the lengths back from the device."""
+    if one_length:
+        steps, batch = tokens.shape[1], tokens.shape[0]
+        unsort, batch_sizes = None, [batch] * steps
+    else:
+        tokens, lengths, unsort, batch_sizes = sort_longest_first(tokens, lengths)
     cell = net.cell
     fold = cell.kind != "gru"  # rnn/lstm gates see gi + gh: bias_hh joins the input projection
     # Time-major from the start ([T, B, ...]), so the loop's per-step slices need no transposed copy.
@@ -112,7 +119,7 @@ def bptt_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor, record:
         record.watch_input_projection(gi, time_major=True)
     final = CellLoop.apply(gi, cell.weight_hh, None if fold else cell.bias_hh, cell.kind, lengths, batch_sizes,
                            record)
-    return final[unsort]
+    return final if unsort is None else final[unsort]
 
 
 LOOPS: dict[str, Callable[..., torch.Tensor]] = {Impl.autograd: autograd_loop, Impl.bptt: bptt_loop}
@@ -143,13 +150,17 @@ class CharRNN(nn.Module):
         self.register_buffer("temperature", torch.ones(()))
         self.capture: StepCapture | None = None
 
-    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False) -> torch.Tensor:
-        """tokens: [B, T] right-padded indices, lengths: [B]. Raw logits in training, decided ones in eval."""
-        h = self.encode(tokens, lengths, capture)
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False,
+                one_length: bool = False) -> torch.Tensor:
+        """tokens: [B, T] right-padded indices, lengths: [B]. Raw logits in training, decided ones in eval.
+        one_length: every name is T characters long (the GPU fast path's batches, nameorigin.training.graphed),
+        so the loop's shapes follow from the tensor's and nothing is read back from the device."""
+        h = self.encode(tokens, lengths, capture, one_length)
         logits = self.readout(h, tokens, lengths)
         return logits if self.training else self.decide(logits)
 
-    def encode(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False) -> torch.Tensor:
+    def encode(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False,
+               one_length: bool = False) -> torch.Tensor:
         """Final hidden state of each name, taken at its own last character.
 
         Under mixed precision (trainer=gpu's bf16-mixed) the recurrence still runs in the weights' dtype: bptt.py's
@@ -159,7 +170,7 @@ class CharRNN(nn.Module):
             if not (capture or torch.is_grad_enabled() or self.dropping_inputs):
                 return self.inference_state(tokens, lengths)
             record = StepCapture(lengths.detach()) if capture else None
-            h = self.loop(self, tokens, lengths, record)
+            h = self.loop(self, tokens, lengths, record, one_length)
             self.capture = record
             return h
 

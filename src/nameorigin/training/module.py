@@ -19,10 +19,11 @@ from torchmetrics.utilities.distributed import gather_all_tensors
 from nameorigin.base.errors import UserError
 from nameorigin.base.textnorm import UNK
 from nameorigin.config import ModelConfig, TransferShape, from_plain, plain
-from nameorigin.data.batching import Batch
+from nameorigin.data.batching import Batch, OneLengthRows
 from nameorigin.model.calibration import expected_calibration_error, prediction_sets, share_calibration_error
 from nameorigin.model.charrnn import build_net
 from nameorigin.model.novelty import CharTrigrams, ood_score
+from nameorigin.training.graphed import GraphedSteps, device_rows, fast_optimizer
 
 
 class NameClassifier(pl.LightningModule):
@@ -82,6 +83,8 @@ class NameClassifier(pl.LightningModule):
         self.capture_next_step = False  # set by GradAccumulationLogger for the steps it inspects
         self.calibration: dict = {}  # temperature and conformal thresholds, fitted on validation after training
         self.test_outputs: list[tuple[torch.Tensor, ...]] = []  # (logits, targets, shares, abstaining) of the test pass
+        self.fast_path_clip: float | None = None  # set with the fast path on (nameorigin.training.graphed.enable)
+        self.fast: GraphedSteps | None = None
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return self.net(tokens, lengths)
@@ -101,7 +104,11 @@ class NameClassifier(pl.LightningModule):
                                    label_smoothing=self.config.label_smoothing)
         return (per_name * batch.weights).sum() / batch.weights.sum()
 
-    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+    def training_step(self, batch: Batch | OneLengthRows, batch_idx: int) -> torch.Tensor | None:
+        if isinstance(batch, OneLengthRows):  # the fast path: its step trains and tallies on the device
+            self.fast(batch.rows, batch.length, self.capture_next_step)
+            self.capture_next_step = False
+            return None
         tokens, lengths, targets = batch.tokens, batch.lengths, batch.targets
         logits = self.net(tokens, lengths, capture=self.capture_next_step)
         self.capture_next_step = False
@@ -116,6 +123,18 @@ class NameClassifier(pl.LightningModule):
                  sync_dist=True)
         self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=len(targets))
         return loss
+
+    def on_train_start(self) -> None:
+        if not self.automatic_optimization:  # the fast path: the training split moves to the device once
+            self.fast = GraphedSteps(self, device_rows(self.trainer.datamodule.datasets["train"], self.device),
+                                     self.fast_path_clip)
+
+    def on_train_epoch_end(self) -> None:
+        if self.fast is not None:  # what Lightning's loop does for the automatic step: log, then the schedule
+            self.log_dict(self.fast.epoch_tallies())
+            scheduler = self.lr_schedulers()
+            if scheduler is not None:
+                scheduler.step()
 
     def _evaluate(self, batch: Batch, stage: str) -> None:
         tokens, lengths, targets, shares = batch.tokens, batch.lengths, batch.targets, batch.shares
@@ -277,7 +296,11 @@ class NameClassifier(pl.LightningModule):
                       {"params": [p for p in self.parameters() if id(p) in pretrained], "lr": base_lr * scale}]
         else:
             params = self.parameters()
-        optimizer = factory(params=params)
+        if self.automatic_optimization or self.device.type != "cuda":  # no graphs to capture on the CPU
+            optimizer = factory(params=params)
+        else:
+            optimizer = fast_optimizer(factory, list(params), getattr(factory, "keywords", {}).get("lr", 1e-3),
+                                       self.device)
         if not settings.scheduler:
             return {"optimizer": optimizer}
         scheduler = instantiate(settings.scheduler)(optimizer=optimizer)

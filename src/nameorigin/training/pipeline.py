@@ -21,7 +21,7 @@ from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig, check_run, shape_fields
 from nameorigin.data.batching import is_refit
 from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate
-from nameorigin.training import refit, transfer
+from nameorigin.training import graphed, refit, transfer
 from nameorigin.training.abstention import fit_abstention
 from nameorigin.training.card import write_model_card
 from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
@@ -138,6 +138,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     loggers = instantiate_all(cfg.get("logger"), "logger")
     trainer: pl.Trainer = build(cfg, "trainer", callbacks=[*callbacks, RNGState()], logger=loggers or False,
                                 plugins=[AtomicCheckpointIO()])
+    if graphed.enable(model_config.fast_path, trainer, model, datamodule):
+        log.info("fast path: one-length batches, the training split on %s, the step captured as CUDA graphs "
+                 "(model.fast_path=off: the dynamic step)", trainer.strategy.root_device)
     datamodule.check_held_out_sizes(trainer.world_size)
     output_dir = Path(cfg.paths.output_dir)
     if trainer.is_global_zero:
@@ -181,6 +184,7 @@ def refit_model(cfg: DictConfig, model_config: ModelConfig, datamodule: pl.Light
     callbacks = refit.training_callbacks(instantiate_all(cfg.get("callbacks"), "callbacks"))
     trainer: pl.Trainer = build(cfg, "trainer", callbacks=callbacks, logger=refit.refit_loggers(loggers) or False,
                                 plugins=[AtomicCheckpointIO()], **refit.TRAINER_OVERRIDES)
+    graphed.enable(model_config.fast_path, trainer, model, datamodule)
     log.info("refit: a fresh model on train + validation (%d pairs) for %s epochs", len(datamodule.datasets["train"]),
              trainer.max_epochs)
     trainer.fit(model, datamodule=datamodule)
