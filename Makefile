@@ -12,7 +12,7 @@ TEST_WORKERS ?= 2
 
 $(BIN)/.installed: pyproject.toml constraints.txt Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) --editable '.[dev,sweep,export,surnames,bench,parquet,frame]'
+	$(PIP_INSTALL) --editable '.[dev,sweep,export,surnames,bench,parquet,frame,triton]'
 	touch $@
 
 help:  ## this list

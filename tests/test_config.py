@@ -49,7 +49,7 @@ def refusal(corpus, override: str) -> str:
     train() before it builds a Trainer (ranges and rules, in __post_init__ and check_run). The subprocess test in
     test_train.py shows that either is one line and exit code 2."""
     try:
-        cfg = composed(f"data.root={corpus}", "data.download=false", *TINY, override)
+        cfg = composed(f"data.root={corpus}", "data.download=false", *TINY, *override.split(" "))
     except HydraException as error:
         return f"{error} ({error.__cause__})"
     with pytest.raises(UserError) as refused:
@@ -83,7 +83,10 @@ def refusal(corpus, override: str) -> str:
     ("model.hidden_size=abc", "model.hidden_size=abc (Value 'abc' of type 'str' could not be converted to Integer"),
     ("model.hiden_size=8", "Key 'hiden_size' not in 'ModelConfig'"),
     ("model.cell=transformer", "Invalid value 'transformer', expected one of [rnn, gru, lstm]"),
-    ("model.impl=fast", "Invalid value 'fast', expected one of [autograd, bptt]"),
+    ("model.impl=fast", "Invalid value 'fast', expected one of [autograd, bptt, triton]"),
+    ("model.impl=triton model.cell=lstm", "model.impl=triton runs the GRU (model.cell=lstm): use model.impl=bptt"),
+    ("model.impl=triton model.hidden_size=24", "model.hidden_size=24: model.impl=triton takes a power of two >= 16"),
+    ("model.fast_path=always", "Invalid value 'always', expected one of [auto, on, off]"),
     ("data.normalize=nfc", "Invalid value 'nfc', expected one of [ascii, none]"),
     ("data.split_fractions=[1,0,0]", "data.split_fractions=[1.0, 0.0, 0.0] must be three numbers"),
     ("data.batch_size=0", "data.batch_size=0 must be a whole number >= 1"),

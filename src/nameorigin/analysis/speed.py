@@ -16,13 +16,22 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 
-def make_batches(names: list[str], batch_size: int, count: int, vocab: int, seed: int = 0) -> list[tuple]:
-    """Length-bucketed batches, as the DataModule serves them."""
+def make_batches(names: list[str], batch_size: int, count: int, vocab: int, seed: int = 0,
+                 one_length: bool = False) -> list[tuple]:
+    """Length-bucketed batches, as the DataModule serves them; one_length: each of names of one length, as the
+    fast path's loader serves them (nameorigin.training.graphed)."""
     rng = random.Random(seed)
     picked = sorted(rng.sample(names, min(len(names), batch_size * count)), key=len)
+    if one_length:
+        by_length: dict[int, list[str]] = {}
+        for name in picked:
+            by_length.setdefault(len(name), []).append(name)
+        chunks = [group[i : i + batch_size] for group in by_length.values()
+                  for i in range(0, len(group) - batch_size + 1, batch_size)]
+    else:
+        chunks = [picked[i : i + batch_size] for i in range(0, len(picked) - batch_size + 1, batch_size)]
     batches = []
-    for start in range(0, len(picked) - batch_size + 1, batch_size):
-        chunk = picked[start : start + batch_size]
+    for chunk in chunks:
         lengths = torch.tensor([len(n) for n in chunk])
         tokens = torch.zeros(len(chunk), int(lengths.max()), dtype=torch.long)
         for row, name in enumerate(chunk):

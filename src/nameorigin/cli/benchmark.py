@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from nameorigin.analysis.fast_path import bench_fast_path
 from nameorigin.analysis.speed import FusedClassifier, TutorialRNN, alternate, make_batches, train_run
 from nameorigin.base.errors import UserError, exits_2_on_user_error
 from nameorigin.config import ModelConfig, plain
@@ -99,6 +100,8 @@ def bench_training(args: argparse.Namespace, names: list[str]) -> dict:
         speeds = alternate({k: (lambda m=m: train_run(m, batches, args.device)) for k, m in models.items()},
                            args.repeats)
         results[cell] = {k: {"names_per_s": v, "vs_fused": v / speeds["fused torch"]} for k, v in speeds.items()}
+    if args.device.startswith("cuda"):
+        results.update(bench_fast_path(args, names, vocab, char_rnn))
     return results
 
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nameorigin.base.errors import UserError
 from nameorigin.config import Impl, ModelConfig, NetConfig, TransferShape, from_plain
 from nameorigin.model.bptt import CellLoop, final_state
 from nameorigin.model.capture import StepCapture
@@ -122,7 +124,25 @@ def bptt_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor, record:
     return final if unsort is None else final[unsort]
 
 
-LOOPS: dict[str, Callable[..., torch.Tensor]] = {Impl.autograd: autograd_loop, Impl.bptt: bptt_loop}
+def triton_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor, record: StepCapture | None,
+                one_length: bool = False) -> torch.Tensor:
+    """model.impl=triton: nameorigin.model.triton_loop, the whole loop in one kernel each way; rows in any order."""
+    if not (tokens.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
+        raise UserError("model.impl=triton runs on a CUDA device (or the CPU under TRITON_INTERPRET=1, for tests): "
+                        "use trainer=gpu, or model.impl=bptt on the CPU")
+    try:
+        from nameorigin.model.triton_loop import TritonGRULoop
+    except ImportError:
+        raise UserError("model.impl=triton needs triton: pip install 'nameorigin[triton]'") from None
+    gi, x = net.input_projection(tokens.t(), record is not None)  # time-major; the GRU keeps bias_hh apart
+    if record is not None:
+        record.lengths, record.inputs = lengths.detach(), x.detach().transpose(0, 1)
+        record.watch_input_projection(gi, time_major=True)
+    return TritonGRULoop.apply(gi, net.cell.weight_hh, net.cell.bias_hh, lengths, record)
+
+
+LOOPS: dict[str, Callable[..., torch.Tensor]] = {Impl.autograd: autograd_loop, Impl.bptt: bptt_loop,
+                                                 Impl.triton: triton_loop}
 
 
 class CharRNN(nn.Module):

@@ -139,8 +139,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     trainer: pl.Trainer = build(cfg, "trainer", callbacks=[*callbacks, RNGState()], logger=loggers or False,
                                 plugins=[AtomicCheckpointIO()])
     if graphed.enable(model_config.fast_path, trainer, model, datamodule):
-        log.info("fast path: one-length batches, the training split on %s, the step captured as CUDA graphs "
-                 "(model.fast_path=off: the dynamic step)", trainer.strategy.root_device)
+        device = trainer.strategy.root_device
+        log.info("fast path: one-length batches, the training split on %s, the step %s (model.fast_path=off: the "
+                 "dynamic step)", device, "captured as CUDA graphs" if device.type == "cuda" else "run eagerly")
     datamodule.check_held_out_sizes(trainer.world_size)
     output_dir = Path(cfg.paths.output_dir)
     if trainer.is_global_zero:

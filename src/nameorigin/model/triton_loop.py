@@ -1,0 +1,159 @@
+"""model.impl=triton: the GRU's time loop inside one Triton kernel, forward and backward.
+
+bptt.py launches a handful of kernels per character; here each program owns a block of names and walks every
+step itself, so a batch is two launches (forward, backward) plus the one product that gives the recurrent
+weight's gradient, sum_t dgh_t^T h_{t-1}, as in bptt.py. Each step's recurrent product is tiled: a [rows, BN]
+block of one gate's output at a time, accumulated over BK-wide slices of the previous state, which the program
+reads back from the state buffer it wrote (hence the barrier between steps). The backward does the same with
+W_hh against the gate gradients.
+
+Rows need no sorting: a name that has ended keeps its state (forward) and passes its gradient through untouched
+(backward), so each name's final state is the last step's, and the loop's shapes never depend on the lengths.
+tanh is written 2 sigmoid(2x) - 1 (Triton's interpreter has no libdevice). On the CPU it runs under
+TRITON_INTERPRET=1, where the tests compare it with the reference cell; `tl.dot` is asked for IEEE float32
+there and TF32 on the GPU.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+ROWS = 16  # names per program: tl.dot's smallest tile
+
+
+@triton.jit
+def _tanh(x):
+    return 2 * tl.sigmoid(2 * x) - 1
+
+
+@triton.jit
+def _gru_forward(gi, w_t, b_hh, lengths, hs, acts, ghn, steps, batch, ROWS: tl.constexpr,
+                 H: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
+    """hs[t + 1] from hs[t] for the program's ROWS names, every step. gi: [T, B, 3H]; w_t: W_hh^T, [H, 3H];
+    acts: r, z, n per step [T, B, 3H]; ghn: the candidate's recurrent term h W_n^T + b_n, [T, B, H]."""
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    live = rows < batch
+    length = tl.load(lengths + rows, mask=live, other=0)
+    cols, ks = tl.arange(0, BN), tl.arange(0, BK)
+    for t in range(steps):
+        h_prev = hs + t * batch * H + rows[:, None] * H
+        for n0 in range(0, H, BN):
+            acc_r = tl.zeros((ROWS, BN), dtype=tl.float32)
+            acc_z = tl.zeros((ROWS, BN), dtype=tl.float32)
+            acc_n = tl.zeros((ROWS, BN), dtype=tl.float32)
+            for k0 in range(0, H, BK):
+                h_k = tl.load(h_prev + (k0 + ks)[None, :], mask=live[:, None], other=0.0)
+                w_k = w_t + (k0 + ks)[:, None] * (3 * H) + (n0 + cols)[None, :]
+                acc_r += tl.dot(h_k, tl.load(w_k), input_precision=PRECISION)
+                acc_z += tl.dot(h_k, tl.load(w_k + H), input_precision=PRECISION)
+                acc_n += tl.dot(h_k, tl.load(w_k + 2 * H), input_precision=PRECISION)
+            gate = t * batch * 3 * H + rows[:, None] * (3 * H) + (n0 + cols)[None, :]
+            r = tl.sigmoid(tl.load(gi + gate, mask=live[:, None], other=0.0) + acc_r
+                           + tl.load(b_hh + n0 + cols)[None, :])
+            z = tl.sigmoid(tl.load(gi + gate + H, mask=live[:, None], other=0.0) + acc_z
+                           + tl.load(b_hh + H + n0 + cols)[None, :])
+            gh_n = acc_n + tl.load(b_hh + 2 * H + n0 + cols)[None, :]
+            n = _tanh(tl.load(gi + gate + 2 * H, mask=live[:, None], other=0.0) + r * gh_n)
+            h_old = tl.load(h_prev + (n0 + cols)[None, :], mask=live[:, None], other=0.0)
+            h_new = tl.where((t < length)[:, None], n + z * (h_old - n), h_old)  # ended names keep their state
+            tl.store(hs + (t + 1) * batch * H + rows[:, None] * H + (n0 + cols)[None, :], h_new, mask=live[:, None])
+            tl.store(acts + gate, r, mask=live[:, None])
+            tl.store(acts + gate + H, z, mask=live[:, None])
+            tl.store(acts + gate + 2 * H, n, mask=live[:, None])
+            tl.store(ghn + t * batch * H + rows[:, None] * H + (n0 + cols)[None, :], gh_n, mask=live[:, None])
+        tl.debug_barrier()  # the next step reads every column of the state this one wrote
+
+
+@triton.jit
+def _gru_backward(dh, hs, acts, ghn, w_hh, lengths, grad_gi, grad_gh, steps, batch, ROWS: tl.constexpr,
+                  H: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
+    """From dL/dh_T (dh, [B, H], overwritten step by step with dL/dh_t): each step's gate gradients, then
+    dL/dh_{t-1} = dgh_t W_hh + dL/dh_t * z_t, where the name was running, and dL/dh_t where it had ended."""
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    live = rows < batch
+    length = tl.load(lengths + rows, mask=live, other=0)
+    cols, ks = tl.arange(0, BN), tl.arange(0, BK)
+    for step in range(steps):
+        t = steps - 1 - step
+        running = (t < length)[:, None]
+        for n0 in range(0, H, BN):
+            state = rows[:, None] * H + (n0 + cols)[None, :]
+            gate = t * batch * 3 * H + rows[:, None] * (3 * H) + (n0 + cols)[None, :]
+            d = tl.load(dh + state, mask=live[:, None], other=0.0)
+            r = tl.load(acts + gate, mask=live[:, None], other=0.0)
+            z = tl.load(acts + gate + H, mask=live[:, None], other=0.0)
+            n = tl.load(acts + gate + 2 * H, mask=live[:, None], other=0.0)
+            h_prev = tl.load(hs + t * batch * H + state, mask=live[:, None], other=0.0)
+            gh_n = tl.load(ghn + t * batch * H + state, mask=live[:, None], other=0.0)
+            d_n = tl.where(running, d * (1 - z) * (1 - n * n), 0.0)
+            d_r = d_n * gh_n * r * (1 - r)
+            d_z = tl.where(running, d * (h_prev - n) * z * (1 - z), 0.0)
+            tl.store(grad_gi + gate, d_r, mask=live[:, None])
+            tl.store(grad_gi + gate + H, d_z, mask=live[:, None])
+            tl.store(grad_gi + gate + 2 * H, d_n, mask=live[:, None])
+            tl.store(grad_gh + gate, d_r, mask=live[:, None])
+            tl.store(grad_gh + gate + H, d_z, mask=live[:, None])
+            tl.store(grad_gh + gate + 2 * H, d_n * r, mask=live[:, None])
+        tl.debug_barrier()  # the product below reads every gate's gradient of this step
+        for n0 in range(0, H, BN):
+            acc = tl.zeros((ROWS, BN), dtype=tl.float32)
+            for k0 in range(0, 3 * H, BK):
+                g = tl.load(grad_gh + t * batch * 3 * H + rows[:, None] * (3 * H) + (k0 + ks)[None, :],
+                            mask=live[:, None], other=0.0)
+                acc += tl.dot(g, tl.load(w_hh + (k0 + ks)[:, None] * H + (n0 + cols)[None, :]),
+                              input_precision=PRECISION)
+            state = rows[:, None] * H + (n0 + cols)[None, :]
+            d = tl.load(dh + state, mask=live[:, None], other=0.0)
+            z = tl.load(acts + t * batch * 3 * H + rows[:, None] * (3 * H) + H + (n0 + cols)[None, :],
+                        mask=live[:, None], other=0.0)
+            tl.store(dh + state, tl.where(running, acc + d * z, d), mask=live[:, None])
+        tl.debug_barrier()
+
+
+def _tiles(hidden: int) -> dict[str, Any]:
+    tile = min(64, hidden)
+    precision = "ieee" if os.environ.get("TRITON_INTERPRET") == "1" else "tf32"
+    return {"ROWS": ROWS, "H": hidden, "BN": tile, "BK": tile, "PRECISION": precision}
+
+
+class TritonGRULoop(torch.autograd.Function):
+    """Final hidden state of a batch (any row order). gi: [T, B, 3H] time-major input projections (bias_ih in);
+    weight_hh: [3H, H]; bias_hh: [3H]; lengths: [B] on gi's device."""
+
+    @staticmethod
+    def forward(ctx: Any, gi: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor, lengths: torch.Tensor,
+                record: Any) -> torch.Tensor:
+        steps, batch, gates = gi.shape
+        hidden = gates // 3
+        gi = gi.float().contiguous()
+        hs = gi.new_empty(steps + 1, batch, hidden)
+        hs[0] = 0
+        acts, ghn = gi.new_empty(steps, batch, gates), gi.new_empty(steps, batch, hidden)
+        lengths = lengths.to(device=gi.device, dtype=torch.int32).contiguous()
+        grid = (triton.cdiv(batch, ROWS),)
+        _gru_forward[grid](gi, weight_hh.t().contiguous(), bias_hh.contiguous(), lengths, hs, acts, ghn, steps,
+                           batch, **_tiles(hidden))
+        ctx.save_for_backward(hs, acts, ghn, weight_hh, lengths)
+        ctx.record = record
+        return hs[steps]
+
+    @staticmethod
+    def backward(ctx: Any, grad_h: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        hs, acts, ghn, weight_hh, lengths = ctx.saved_tensors
+        steps, batch, gates = acts.shape
+        dh = grad_h.float().contiguous().clone()
+        grad_gi, grad_gh = torch.empty_like(acts), torch.empty_like(acts)
+        grid = (triton.cdiv(batch, ROWS),)
+        _gru_backward[grid](dh, hs, acts, ghn, weight_hh.contiguous(), lengths, grad_gi, grad_gh, steps, batch,
+                            **_tiles(gates // 3))
+        # Every use's gradient at once, as in bptt.py: one product over all (step, name) rows.
+        grad_w = grad_gh.reshape(-1, gates).t() @ hs[:-1].reshape(-1, hs.shape[-1])
+        if ctx.record is not None:  # the per-step pieces for the gradient-accumulation logger
+            ctx.record.hiddens = hs[:-1].transpose(0, 1)
+            ctx.record.grad_gh = grad_gh.transpose(0, 1)
+        return grad_gi, grad_w, grad_gh.sum((0, 1)), None, None

@@ -1,0 +1,43 @@
+"""EpochTimer: each training epoch's wall time and names per second, in the log and in TensorBoard
+(`time/train_epoch_s`, `time/train_names_per_s`), validation excluded: the figure that compares devices, batch
+sizes and the fast path (docs/speed.md)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import Callback
+
+from nameorigin.data.batching import OneLengthRows
+
+log = logging.getLogger(__name__)
+
+
+class EpochTimer(Callback):
+    def __init__(self) -> None:
+        self.start, self.names = 0.0, 0
+
+    @staticmethod
+    def wait(pl_module: pl.LightningModule) -> None:
+        if pl_module.device.type == "cuda":  # kernels still queued belong to the epoch they were launched in
+            torch.cuda.synchronize(pl_module.device)
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.wait(pl_module)
+        self.start, self.names = time.perf_counter(), 0
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        self.names += len(batch.rows if isinstance(batch, OneLengthRows) else batch.lengths)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.wait(pl_module)
+        seconds = time.perf_counter() - self.start
+        rate = self.names * trainer.world_size / seconds
+        pl_module.log_dict({"time/train_epoch_s": seconds, "time/train_names_per_s": rate}, sync_dist=True)
+        if trainer.is_global_zero:
+            log.info("epoch %d trained in %.2f s (%.0f names/s)", trainer.current_epoch, seconds, rate)
