@@ -21,7 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist, give each worker its share of the cores, for its own torch and for the train.py
-    processes it starts (they read OMP_NUM_THREADS): workers that each take every core slow one another down."""
+    processes it starts (they read OMP_NUM_THREADS): workers that each take every core slow one another down.
+    Triton's interpreter is chosen here, before anything imports triton (torch's export code can): its language
+    functions are interpreted only if the variable is set when triton is first imported."""
+    os.environ.setdefault("TRITON_INTERPRET", "1")
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         threads = max(1, (os.cpu_count() or 1) // workers)

@@ -8,11 +8,12 @@ import os
 import pytest
 import torch
 
-os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton reads it: the kernels run on the CPU's tensors
-pytest.importorskip("triton")
+from nameorigin.config import ModelConfig
+from nameorigin.model.charrnn import build_net
 
-from nameorigin.config import ModelConfig  # noqa: E402
-from nameorigin.model.charrnn import build_net  # noqa: E402
+pytest.importorskip("triton")
+pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
+                                reason="the interpreter runs on the CPU's tensors: conftest.py sets TRITON_INTERPRET=1")
 
 
 def pair(hidden: int, vocab: int = 11, classes: int = 4) -> tuple[torch.nn.Module, torch.nn.Module]:
