@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nameorigin.base.errors import UserError
-from nameorigin.base.textnorm import build_vocab, encode
+from nameorigin.base.textnorm import build_vocab, encode, encode_names
 from nameorigin.config import ModelConfig, TableDataConfig
-from nameorigin.data.batching import Batch, encode_names
+from nameorigin.data.batching import Batch
 from nameorigin.data.table import TableDataModule, read_table
 from nameorigin.model.calibration import fit_temperature
 from nameorigin.training.module import NameClassifier

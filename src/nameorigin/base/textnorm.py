@@ -5,6 +5,9 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
+import numpy as np
+import torch
+
 from nameorigin.base.errors import UserError
 
 PAD, UNK = "<pad>", "<unk>"
@@ -39,3 +42,28 @@ def encode(name: str, char_to_index: dict[str, int]) -> list[int]:
     """Characters outside the vocabulary map to <unk>, never to a real letter."""
     unk = char_to_index[UNK]
     return [char_to_index.get(c, unk) for c in name]
+
+
+def encode_names(names: Sequence[str], char_to_index: dict[str, int],
+                 chunk: int = 65536) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded indices [names, longest] (uint8 when the vocabulary fits, else int16) and lengths, built with
+    numpy a chunk at a time so a million names never become a million Python lists. A character outside the
+    vocabulary maps to <unk> (nameorigin.base.textnorm.encode), padding to index 0."""
+    lengths = torch.tensor([len(name) for name in names], dtype=torch.long)
+    width = int(lengths.max()) if len(names) else 0
+    dtype = np.uint8 if len(char_to_index) <= 256 else np.int16
+    # Sorted code points of the vocabulary's characters, and a sentinel no character reaches.
+    known = [*sorted((ord(char), index) for char, index in char_to_index.items() if len(char) == 1), (2**32 - 1, 0)]
+    points = np.array([point for point, _ in known], dtype=np.uint32)
+    indices = np.array([index for _, index in known], dtype=dtype)
+    tokens = np.zeros((len(names), width), dtype=dtype)
+    columns = np.arange(width)
+    for start in range(0, len(names), chunk):
+        part = names[start : start + chunk]
+        text = "".join(name.ljust(width, "\0") for name in part).encode("utf-32-le")
+        codes = np.frombuffer(text, dtype=np.uint32).reshape(len(part), width)
+        where = np.searchsorted(points, codes)
+        block = np.where(points[where] == codes, indices[where], char_to_index[UNK]).astype(dtype)
+        block[columns >= lengths[start : start + len(part), None].numpy()] = 0  # padding
+        tokens[start : start + len(part)] = block
+    return torch.from_numpy(tokens), lengths

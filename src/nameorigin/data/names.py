@@ -14,9 +14,9 @@ from typing import Any
 import torch
 
 from nameorigin.base.errors import UserError
-from nameorigin.base.textnorm import build_vocab, normalize_name, variant_key
+from nameorigin.base.textnorm import build_vocab, encode_names, normalize_name, variant_key
 from nameorigin.config import NamesDataConfig
-from nameorigin.data.batching import TRAINED_ON, Batch, BucketedDataModule, EncodedRows, encode_names
+from nameorigin.data.batching import TRAINED_ON, Batch, BucketedDataModule, EncodedRows
 from nameorigin.data.download import download_corpus
 
 NOT_LABELS = ("README", "LICENSE", "SHA256")  # documentation beside a corpus, even when saved as .txt

@@ -11,34 +11,34 @@ A blank or unusable input is `unusable_input`, as before.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from nameorigin.base.textnorm import UNK
-from nameorigin.model.charrnn import batch_tokens
 from nameorigin.model.novelty import ood_score
 
 UNUSABLE, UNKNOWN, OUT_OF_DISTRIBUTION, LARGE_SET = ("unusable_input", "unknown_characters", "out_of_distribution",
                                                      "large_set")
 
 
-def abstentions(predictor: Any, encoded: Sequence[Sequence[int]], energy: torch.Tensor, sets: list[list[str]] | None,
-                max_set_size: int | None, batch_size: int) -> list[tuple[str | None, str | None]]:
-    """(reason code, reason) per encoded name; (None, None) where it answers. `energy`: the logsumexp of each
-    name's decided logits."""
+def abstentions(predictor: Any, encoded: tuple[torch.Tensor, torch.Tensor], energy: torch.Tensor,
+                sets: list[list[str]] | None, max_set_size: int | None,
+                batch_size: int) -> list[tuple[str | None, str | None]]:
+    """(reason code, reason) per encoded name (the Predictor's padded tokens and lengths); (None, None) where it
+    answers. `energy`: the logsumexp of each name's decided logits."""
     rule, unk = predictor.abstention, predictor.char_to_index[UNK]
+    tokens, lengths = encoded
     score = []
     if predictor.novelty is not None:
         novelty = []
-        for start in range(0, len(encoded), batch_size):
-            tokens, lengths = batch_tokens(encoded[start : start + batch_size], torch.device("cpu"))
-            novelty.append(predictor.novelty.score(tokens, lengths))
+        for start in range(0, len(lengths), batch_size):
+            part = lengths[start : start + batch_size]
+            novelty.append(predictor.novelty.score(tokens[start : start + batch_size, : int(part.max())].long(), part))
         score = ood_score(torch.cat(novelty), energy, rule["scale"]).tolist()
+    shares = ((tokens == unk).sum(1).double() / lengths.double()).tolist()
     verdicts = []
-    for i, codes in enumerate(encoded):
-        unknown = codes.count(unk) / len(codes)
+    for i, unknown in enumerate(shares):
         if rule and unknown > rule["max_unknown_share"]:
             verdicts.append((UNKNOWN, f"{unknown:.0%} of its characters were never in training (more than "
                                       f"{rule['max_unknown_share']:.0%})"))

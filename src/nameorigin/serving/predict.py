@@ -14,7 +14,7 @@ import torch
 
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
-from nameorigin.base.textnorm import UNK, normalize_name
+from nameorigin.base.textnorm import UNK, encode_names, normalize_name
 from nameorigin.model.calibration import level_key, prediction_sets
 from nameorigin.model.charrnn import CharRNN, batch_tokens, net_from_checkpoint
 from nameorigin.model.explain import NameExplanation, explain_names
@@ -24,6 +24,8 @@ from nameorigin.serving.export import ExportedNet
 from nameorigin.serving.prior import estimate_prior, read_prior, reweight
 
 MAX_NAME_LENGTH = 64  # longer input is not a name (the corpus' longest has 20 characters): it is explained, not cut
+NO_USABLE_CHARACTER, NO_KNOWN_CHARACTER = "no usable character after normalization", "no character the model knows"
+TOO_LONG = f"longer than {MAX_NAME_LENGTH} characters: not one name"
 EXPORTED_SUFFIXES = (".pt2", ".onnx")
 BATCH_SIZE = 1024  # names per forward pass: the fastest of 512/1024/2048 here (GRU 256, 2 CPU threads)
 
@@ -140,27 +142,41 @@ class Predictor:
     def encode(self, name: str) -> tuple[list[int], str | None]:
         """Indices for one raw name, or an explanation of why it cannot be answered."""
         clean = normalize_name(name, self.normalize)
-        if not clean:
-            return [], "no usable character after normalization"
-        if len(clean) > MAX_NAME_LENGTH:
-            return [], f"longer than {MAX_NAME_LENGTH} characters: not one name"
+        if not 0 < len(clean) <= MAX_NAME_LENGTH:
+            return [], NO_USABLE_CHARACTER if not clean else TOO_LONG
         unk, lookup = self.char_to_index[UNK], self.char_to_index.get
         codes = [lookup(c, unk) for c in clean]
         if codes.count(unk) == len(codes):
-            return [], "no character the model knows"
+            return [], NO_KNOWN_CHARACTER
         return codes, None
 
+    def encode_many(self, names: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, list[str | None]]:
+        """encode() for many names at once: right-padded indices [N, longest] (uint8 when the vocabulary fits),
+        lengths, and why each name cannot be answered (None where it can). The indices come from one numpy pass
+        (encode_names) instead of a Python list per name: on a GPU the host's work per name sets the rate."""
+        clean = [normalize_name(name, self.normalize) for name in names]
+        errors = [None if 0 < len(c) <= MAX_NAME_LENGTH else NO_USABLE_CHARACTER if not c else TOO_LONG
+                  for c in clean]
+        tokens, lengths = encode_names([c if e is None else "" for c, e in zip(clean, errors, strict=True)],
+                                       self.char_to_index)
+        all_unknown = ((tokens == self.char_to_index[UNK]).sum(1) == lengths) & (lengths > 0)
+        for row in all_unknown.nonzero().flatten().tolist():
+            errors[row] = NO_KNOWN_CHARACTER
+        return tokens, lengths, errors
+
     @torch.inference_mode()
-    def probabilities(self, encoded: Sequence[Sequence[int]], batch_size: int = BATCH_SIZE,
-                      energy: torch.Tensor | None = None) -> torch.Tensor:
-        """Softmax over languages for pre-encoded names, batched by similar length; with `energy` (a tensor of
-        len(encoded)), also the logsumexp of each name's decided logits, written into it."""
-        out = torch.empty(len(encoded), len(self.labels))
-        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    def probabilities(self, encoded: Sequence[Sequence[int]] | tuple[torch.Tensor, torch.Tensor],
+                      batch_size: int = BATCH_SIZE, energy: torch.Tensor | None = None) -> torch.Tensor:
+        """Softmax over languages for pre-encoded names (lists of indices, or encode_many's padded tokens and
+        lengths), batched by similar length; with `energy` (a tensor, one per name), also the logsumexp of each
+        name's decided logits, written into it."""
+        tokens, lengths = encoded if isinstance(encoded, tuple) else batch_tokens(encoded, torch.device("cpu"))
+        out = torch.empty(len(lengths), len(self.labels))
+        order = torch.argsort(lengths, stable=True)
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
-            tokens, lengths = batch_tokens([encoded[i] for i in rows], self.device)
-            logits = self.net(tokens, lengths).float()
+            width = int(lengths[rows[-1]])  # sorted: the batch's longest is its last
+            logits = self.net(tokens[rows, :width].to(self.device, torch.long), lengths[rows].to(self.device)).float()
             out[rows] = (logits * self.undo_temperature).softmax(-1).cpu()
             if energy is not None:
                 energy[rows] = logits.logsumexp(-1).cpu()
@@ -185,23 +201,27 @@ class Predictor:
             raise UserError("--max-set-size abstains on large prediction sets: use it with --coverage")
         threshold = None if coverage is None else self.set_threshold(coverage)
         names = list(names)
-        encoded = [self.encode(name) for name in names]
-        good = [codes for codes, error in encoded if error is None]
-        abstain = abstain and bool(good) and bool(self.abstention)
-        energy = torch.empty(len(good)) if abstain else None
+        tokens, lengths, errors = self.encode_many(names)
+        answered = torch.tensor([row for row, error in enumerate(errors) if error is None], dtype=torch.long)
+        good = (tokens[answered], lengths[answered])
+        abstain = abstain and len(answered) > 0 and bool(self.abstention)
+        energy = torch.empty(len(answered)) if abstain else None
         probs = self.probabilities(good, batch_size, energy)
-        if prior is not None and good:
+        if prior is not None and len(answered):
             probs = self.reweighted(probs, prior)
-        why = iter(self.explain_encoded(good, [normalize_name(name, self.normalize) for name, (_, error)
-                                                in zip(names, encoded, strict=True) if error is None], batch_size)) \
-            if explain and good else None
+        why = None
+        if explain and len(answered):
+            codes = [row[:n].tolist() for row, n in zip(good[0], good[1].tolist(), strict=True)]
+            why = iter(self.explain_encoded(codes, [normalize_name(names[row], self.normalize)
+                                                    for row in answered.tolist()], batch_size))
+        good = good if len(answered) else []
         top = probs.topk(min(top_k, len(self.labels)), dim=-1) if good else None
         rows = iter(zip(top.values.tolist(), top.indices.tolist(), strict=True)) if good else iter(())
         sets = self._sets(probs, threshold) if threshold is not None and good else None
         verdicts = iter(abstentions(self, good, energy, sets, max_set_size, batch_size)) if abstain else None
         sets = iter(sets) if sets is not None else None
         labels, results = self.labels, []
-        for name, (_, error) in zip(names, encoded, strict=True):
+        for name, error in zip(names, errors, strict=True):
             if error is not None:
                 results.append(Prediction(name, [], error, reason_code=UNUSABLE, reason=error))
                 continue
