@@ -34,10 +34,10 @@ import sys, torch
 from nameorigin.config import ModelConfig
 from nameorigin.model.charrnn import build_net
 device = sys.argv[1]
-impls = ["bptt", "triton"] if device == "cuda" else ["bptt"]
-for impl in impls:
+runs = [(c, i) for c in ("gru", "lstm") for i in (["bptt", "triton"] if device == "cuda" else ["bptt"])]
+for cell, impl in runs:
     torch.manual_seed(0)
-    nets = [build_net(ModelConfig(impl=i, ngram_buckets=0, dropout=0.0), 60, 18).to(device).train()
+    nets = [build_net(ModelConfig(cell=cell, impl=i, ngram_buckets=0, dropout=0.0), 60, 18).to(device).train()
             for i in ("autograd", impl)]
     nets[1].load_state_dict(nets[0].state_dict())
     lengths = torch.randint(1, 15, (512,), device=device)
@@ -46,7 +46,7 @@ for impl in impls:
     for net in nets:
         net(tokens, lengths).logsumexp(-1).sum().backward()
         grads.append(net.cell.weight_hh.grad)
-    print(impl, "max |grad difference| / max |grad|", float((grads[1] - grads[0]).abs().max() / grads[0].abs().max()))
+    print(cell, impl, "max |grad difference| / max |grad|", float((grads[1] - grads[0]).abs().max() / grads[0].abs().max()))
 EOF
 step bench128 300 $PY scripts/benchmark.py --device "$DEVICE" --skip tutorial,accuracy $BATCHES
 step bench512 300 $PY scripts/benchmark.py --device "$DEVICE" --skip tutorial,accuracy,predict,logging --batch-size 512 $BATCHES

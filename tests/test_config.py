@@ -84,7 +84,7 @@ def refusal(corpus, override: str) -> str:
     ("model.hiden_size=8", "Key 'hiden_size' not in 'ModelConfig'"),
     ("model.cell=transformer", "Invalid value 'transformer', expected one of [rnn, gru, lstm]"),
     ("model.impl=fast", "Invalid value 'fast', expected one of [autograd, bptt, triton]"),
-    ("model.impl=triton model.cell=lstm", "model.impl=triton runs the GRU (model.cell=lstm): use model.impl=bptt"),
+    ("model.impl=triton model.cell=rnn", "model.impl=triton runs the GRU and the LSTM (model.cell=rnn)"),
     ("model.impl=triton model.hidden_size=24", "model.hidden_size=24: model.impl=triton takes a power of two >= 16"),
     ("model.fast_path=always", "Invalid value 'always', expected one of [auto, on, off]"),
     ("data.normalize=nfc", "Invalid value 'nfc', expected one of [ascii, none]"),

@@ -16,19 +16,19 @@ pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
                                 reason="the interpreter runs on the CPU's tensors: conftest.py sets TRITON_INTERPRET=1")
 
 
-def pair(hidden: int, vocab: int = 11, classes: int = 4) -> tuple[torch.nn.Module, torch.nn.Module]:
+def pair(hidden: int, cell: str = "gru", vocab: int = 11, classes: int = 4) -> tuple[torch.nn.Module, ...]:
     torch.manual_seed(0)
-    reference = build_net(ModelConfig(impl="autograd", hidden_size=hidden, embedding_dim=8, ngram_buckets=0,
-                                      dropout=0.0), vocab, classes)
-    fused = build_net(ModelConfig(impl="triton", hidden_size=hidden, embedding_dim=8, ngram_buckets=0, dropout=0.0),
-                      vocab, classes)
+    reference, fused = (build_net(ModelConfig(cell=cell, impl=impl, hidden_size=hidden, embedding_dim=8,
+                                              ngram_buckets=0, dropout=0.0), vocab, classes)
+                        for impl in ("autograd", "triton"))
     fused.load_state_dict(reference.state_dict())
     return reference.train(), fused.train()
 
 
 @pytest.mark.parametrize("hidden", [16, 128])  # one tile; two tiles of 64 each way, so the loops over tiles run
-def test_the_fused_loop_matches_the_reference_cell_on_states_and_gradients(hidden):
-    reference, fused = pair(hidden)
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_the_fused_loop_matches_the_reference_cell_on_states_and_gradients(cell, hidden):
+    reference, fused = pair(hidden, cell)
     torch.manual_seed(1)
     lengths = torch.randint(1, 8, (21,))  # 21 names: a second program, partly empty; unsorted lengths
     tokens = torch.randint(2, 11, (21, int(lengths.max())))
@@ -46,8 +46,9 @@ def test_the_fused_loop_matches_the_reference_cell_on_states_and_gradients(hidde
         torch.testing.assert_close(grad, expected_grads[name], rtol=1e-5, atol=1e-5, msg=name)
 
 
-def test_the_check_can_fail_a_wrong_recurrent_weight_shows():
-    reference, fused = pair(16)
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_the_check_can_fail_a_wrong_recurrent_weight_shows(cell):
+    reference, fused = pair(16, cell)
     with torch.no_grad():
         fused.cell.weight_hh[0, 0] += 0.5
     tokens, lengths = torch.randint(2, 11, (4, 6)), torch.full((4,), 6)

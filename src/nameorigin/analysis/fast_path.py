@@ -62,13 +62,13 @@ def graphed_train_run(model: nn.Module, batches: list[tuple], device: str, warmu
 
 def bench_fast_path(args: argparse.Namespace, names: list[str], vocab: int, char_rnn: Callable[..., nn.Module]) -> dict:
     """On CUDA: the fast path's contenders on one-length batches (nameorigin.training.graphed), fused torch on the
-    same batches: the loops eager and captured as CUDA graphs, and the GRU's Triton loop where triton is."""
+    same batches: the loops eager and captured as CUDA graphs, and the GRU's and LSTM's Triton loops where triton is."""
     batches = [tuple(t.to(args.device) for t in batch)
                for batch in make_batches(names, args.batch_size, args.batches, vocab, one_length=True)]
     results = {}
     for cell in args.cells.split(","):
         torch.manual_seed(0)
-        impls = ["bptt", *(["triton"] if cell == "gru" and find_spec("triton") else [])]
+        impls = ["bptt", *(["triton"] if cell in ("gru", "lstm") and find_spec("triton") else [])]
         runs = {"fused torch": (FusedClassifier(cell, vocab, 18, args.hidden_size, args.embedding_dim), train_run)}
         for impl in impls:
             model = char_rnn(vocab, cell, args.hidden_size, args.embedding_dim, impl)

@@ -126,19 +126,20 @@ def bptt_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor, record:
 
 def triton_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor, record: StepCapture | None,
                 one_length: bool = False) -> torch.Tensor:
-    """model.impl=triton: nameorigin.model.triton_loop, the whole loop in one kernel each way; rows in any order."""
+    """model.impl=triton (GRU, LSTM): nameorigin.model.triton_loop, the whole loop in one kernel each way; rows in
+    any order."""
     if not (tokens.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
         raise UserError("model.impl=triton runs on a CUDA device (or the CPU under TRITON_INTERPRET=1, for tests): "
                         "use trainer=gpu, or model.impl=bptt on the CPU")
     try:
-        from nameorigin.model.triton_loop import TritonGRULoop
+        from nameorigin.model.triton_loop import TritonLoop
     except ImportError:
         raise UserError("model.impl=triton needs triton: pip install 'nameorigin[triton]'") from None
-    gi, x = net.input_projection(tokens.t(), record is not None)  # time-major; the GRU keeps bias_hh apart
+    gi, x = net.input_projection(tokens.t(), record is not None)  # time-major; bias_hh goes to the kernel
     if record is not None:
         record.lengths, record.inputs = lengths.detach(), x.detach().transpose(0, 1)
         record.watch_input_projection(gi, time_major=True)
-    return TritonGRULoop.apply(gi, net.cell.weight_hh, net.cell.bias_hh, lengths, record)
+    return TritonLoop.apply(gi, net.cell.weight_hh, net.cell.bias_hh, lengths, net.cell.kind, record)
 
 
 LOOPS: dict[str, Callable[..., torch.Tensor]] = {Impl.autograd: autograd_loop, Impl.bptt: bptt_loop,

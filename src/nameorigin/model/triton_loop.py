@@ -1,4 +1,4 @@
-"""model.impl=triton: the GRU's time loop inside one Triton kernel, forward and backward.
+"""model.impl=triton: the GRU's or the LSTM's time loop inside one Triton kernel, forward and backward.
 
 bptt.py launches a handful of kernels per character; here each program owns a block of names and walks every
 step itself, so a batch is two launches (forward, backward) plus the one product that gives the recurrent
@@ -115,45 +115,146 @@ def _gru_backward(dh, hs, acts, ghn, w_hh, lengths, grad_gi, grad_gh, steps, bat
         tl.debug_barrier()
 
 
+@triton.jit
+def _lstm_forward(gi, w_t, b_hh, lengths, hs, cs, acts, steps, batch, ROWS: tl.constexpr,
+                  H: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
+    """The LSTM's steps, as _gru_forward's: gates i, f, g, o in acts [T, B, 4H]; cs: c_t, [T + 1, B, H]."""
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    live = rows < batch
+    length = tl.load(lengths + rows, mask=live, other=0)
+    cols, ks = tl.arange(0, BN), tl.arange(0, BK)
+    for t in range(steps):
+        h_prev = hs + t * batch * H + rows[:, None] * H
+        for n0 in range(0, H, BN):
+            acc_i = tl.zeros((ROWS, BN), dtype=tl.float32)
+            acc_f = tl.zeros((ROWS, BN), dtype=tl.float32)
+            acc_g = tl.zeros((ROWS, BN), dtype=tl.float32)
+            acc_o = tl.zeros((ROWS, BN), dtype=tl.float32)
+            for k0 in range(0, H, BK):
+                h_k = tl.load(h_prev + (k0 + ks)[None, :], mask=live[:, None], other=0.0)
+                w_k = w_t + (k0 + ks)[:, None] * (4 * H) + (n0 + cols)[None, :]
+                acc_i += tl.dot(h_k, tl.load(w_k), input_precision=PRECISION)
+                acc_f += tl.dot(h_k, tl.load(w_k + H), input_precision=PRECISION)
+                acc_g += tl.dot(h_k, tl.load(w_k + 2 * H), input_precision=PRECISION)
+                acc_o += tl.dot(h_k, tl.load(w_k + 3 * H), input_precision=PRECISION)
+            gate = t * batch * 4 * H + rows[:, None] * (4 * H) + (n0 + cols)[None, :]
+            bias = b_hh + n0 + cols
+            i = tl.sigmoid(tl.load(gi + gate, mask=live[:, None], other=0.0) + acc_i + tl.load(bias)[None, :])
+            f = tl.sigmoid(tl.load(gi + gate + H, mask=live[:, None], other=0.0) + acc_f
+                           + tl.load(bias + H)[None, :])
+            g = _tanh(tl.load(gi + gate + 2 * H, mask=live[:, None], other=0.0) + acc_g
+                      + tl.load(bias + 2 * H)[None, :])
+            o = tl.sigmoid(tl.load(gi + gate + 3 * H, mask=live[:, None], other=0.0) + acc_o
+                           + tl.load(bias + 3 * H)[None, :])
+            state = rows[:, None] * H + (n0 + cols)[None, :]
+            c_old = tl.load(cs + t * batch * H + state, mask=live[:, None], other=0.0)
+            h_old = tl.load(h_prev + (n0 + cols)[None, :], mask=live[:, None], other=0.0)
+            c_new = f * c_old + i * g
+            running = (t < length)[:, None]  # ended names keep their state
+            tl.store(cs + (t + 1) * batch * H + state, tl.where(running, c_new, c_old), mask=live[:, None])
+            tl.store(hs + (t + 1) * batch * H + state, tl.where(running, o * _tanh(c_new), h_old),
+                     mask=live[:, None])
+            tl.store(acts + gate, i, mask=live[:, None])
+            tl.store(acts + gate + H, f, mask=live[:, None])
+            tl.store(acts + gate + 2 * H, g, mask=live[:, None])
+            tl.store(acts + gate + 3 * H, o, mask=live[:, None])
+        tl.debug_barrier()
+
+
+@triton.jit
+def _lstm_backward(dh, dc, cs, acts, w_hh, lengths, grad_pre, steps, batch, ROWS: tl.constexpr,
+                   H: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
+    """From dL/dh_T (dh) and dL/dc_T = 0 (dc): each step's pre-activation gradient (the same for gi and gh,
+    [T, B, 4H]), then dL/dh_{t-1} = dpre_t W_hh and dL/dc_{t-1} = dL/dc_t * f_t where the name was running."""
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    live = rows < batch
+    length = tl.load(lengths + rows, mask=live, other=0)
+    cols, ks = tl.arange(0, BN), tl.arange(0, BK)
+    for step in range(steps):
+        t = steps - 1 - step
+        running = (t < length)[:, None]
+        for n0 in range(0, H, BN):
+            state = rows[:, None] * H + (n0 + cols)[None, :]
+            gate = t * batch * 4 * H + rows[:, None] * (4 * H) + (n0 + cols)[None, :]
+            d = tl.load(dh + state, mask=live[:, None], other=0.0)
+            d_c = tl.load(dc + state, mask=live[:, None], other=0.0)
+            i = tl.load(acts + gate, mask=live[:, None], other=0.0)
+            f = tl.load(acts + gate + H, mask=live[:, None], other=0.0)
+            g = tl.load(acts + gate + 2 * H, mask=live[:, None], other=0.0)
+            o = tl.load(acts + gate + 3 * H, mask=live[:, None], other=0.0)
+            c_prev = tl.load(cs + t * batch * H + state, mask=live[:, None], other=0.0)
+            tanh_c = _tanh(tl.load(cs + (t + 1) * batch * H + state, mask=live[:, None], other=0.0))
+            d_c_all = d_c + d * o * (1 - tanh_c * tanh_c)
+            tl.store(grad_pre + gate, tl.where(running, d_c_all * g * i * (1 - i), 0.0), mask=live[:, None])
+            tl.store(grad_pre + gate + H, tl.where(running, d_c_all * c_prev * f * (1 - f), 0.0),
+                     mask=live[:, None])
+            tl.store(grad_pre + gate + 2 * H, tl.where(running, d_c_all * i * (1 - g * g), 0.0), mask=live[:, None])
+            tl.store(grad_pre + gate + 3 * H, tl.where(running, d * tanh_c * o * (1 - o), 0.0), mask=live[:, None])
+            tl.store(dc + state, tl.where(running, d_c_all * f, d_c), mask=live[:, None])
+        tl.debug_barrier()  # the product below reads every gate's gradient of this step
+        for n0 in range(0, H, BN):
+            acc = tl.zeros((ROWS, BN), dtype=tl.float32)
+            for k0 in range(0, 4 * H, BK):
+                g = tl.load(grad_pre + t * batch * 4 * H + rows[:, None] * (4 * H) + (k0 + ks)[None, :],
+                            mask=live[:, None], other=0.0)
+                acc += tl.dot(g, tl.load(w_hh + (k0 + ks)[:, None] * H + (n0 + cols)[None, :]),
+                              input_precision=PRECISION)
+            state = rows[:, None] * H + (n0 + cols)[None, :]
+            d = tl.load(dh + state, mask=live[:, None], other=0.0)
+            tl.store(dh + state, tl.where(running, acc, d), mask=live[:, None])
+        tl.debug_barrier()
+
+
 def _tiles(hidden: int) -> dict[str, Any]:
     tile = min(64, hidden)
     precision = "ieee" if os.environ.get("TRITON_INTERPRET") == "1" else "tf32"
     return {"ROWS": ROWS, "H": hidden, "BN": tile, "BK": tile, "PRECISION": precision}
 
 
-class TritonGRULoop(torch.autograd.Function):
-    """Final hidden state of a batch (any row order). gi: [T, B, 3H] time-major input projections (bias_ih in);
-    weight_hh: [3H, H]; bias_hh: [3H]; lengths: [B] on gi's device."""
+class TritonLoop(torch.autograd.Function):
+    """Final hidden state of a batch (any row order). gi: [T, B, G*H] time-major input projections (bias_ih in);
+    weight_hh: [G*H, H]; bias_hh: [G*H]; lengths: [B] on gi's device; kind: "gru" or "lstm"."""
 
     @staticmethod
     def forward(ctx: Any, gi: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor, lengths: torch.Tensor,
-                record: Any) -> torch.Tensor:
+                kind: str, record: Any) -> torch.Tensor:
         steps, batch, gates = gi.shape
-        hidden = gates // 3
+        hidden = weight_hh.shape[1]
         gi = gi.float().contiguous()
         hs = gi.new_empty(steps + 1, batch, hidden)
         hs[0] = 0
-        acts, ghn = gi.new_empty(steps, batch, gates), gi.new_empty(steps, batch, hidden)
+        acts = gi.new_empty(steps, batch, gates)
         lengths = lengths.to(device=gi.device, dtype=torch.int32).contiguous()
-        grid = (triton.cdiv(batch, ROWS),)
-        _gru_forward[grid](gi, weight_hh.t().contiguous(), bias_hh.contiguous(), lengths, hs, acts, ghn, steps,
-                           batch, **_tiles(hidden))
-        ctx.save_for_backward(hs, acts, ghn, weight_hh, lengths)
-        ctx.record = record
+        grid, tiles = (triton.cdiv(batch, ROWS),), _tiles(hidden)
+        w_t, bias = weight_hh.t().contiguous(), bias_hh.contiguous()
+        if kind == "gru":  # extra: the candidate's recurrent term per step
+            extra = gi.new_empty(steps, batch, hidden)
+            _gru_forward[grid](gi, w_t, bias, lengths, hs, acts, extra, steps, batch, **tiles)
+        else:  # extra: the cell state c_t, c_{-1} = 0
+            extra = gi.new_empty(steps + 1, batch, hidden)
+            extra[0] = 0
+            _lstm_forward[grid](gi, w_t, bias, lengths, hs, extra, acts, steps, batch, **tiles)
+        ctx.save_for_backward(hs, acts, extra, weight_hh, lengths)
+        ctx.kind, ctx.record = kind, record
         return hs[steps]
 
     @staticmethod
     def backward(ctx: Any, grad_h: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        hs, acts, ghn, weight_hh, lengths = ctx.saved_tensors
+        hs, acts, extra, weight_hh, lengths = ctx.saved_tensors
         steps, batch, gates = acts.shape
         dh = grad_h.float().contiguous().clone()
-        grad_gi, grad_gh = torch.empty_like(acts), torch.empty_like(acts)
-        grid = (triton.cdiv(batch, ROWS),)
-        _gru_backward[grid](dh, hs, acts, ghn, weight_hh.contiguous(), lengths, grad_gi, grad_gh, steps, batch,
-                            **_tiles(gates // 3))
+        grid, tiles = (triton.cdiv(batch, ROWS),), _tiles(weight_hh.shape[1])
+        if ctx.kind == "gru":
+            grad_gi, grad_gh = torch.empty_like(acts), torch.empty_like(acts)
+            _gru_backward[grid](dh, hs, acts, extra, weight_hh.contiguous(), lengths, grad_gi, grad_gh, steps, batch,
+                                **tiles)
+        else:  # the LSTM's gates see gi + gh: one gradient for both
+            grad_gi = grad_gh = torch.empty_like(acts)
+            _lstm_backward[grid](dh, torch.zeros_like(dh), extra, acts, weight_hh.contiguous(), lengths, grad_gh,
+                                 steps, batch, **tiles)
         # Every use's gradient at once, as in bptt.py: one product over all (step, name) rows.
         grad_w = grad_gh.reshape(-1, gates).t() @ hs[:-1].reshape(-1, hs.shape[-1])
         if ctx.record is not None:  # the per-step pieces for the gradient-accumulation logger
             ctx.record.hiddens = hs[:-1].transpose(0, 1)
             ctx.record.grad_gh = grad_gh.transpose(0, 1)
-        return grad_gi, grad_w, grad_gh.sum((0, 1)), None, None
+        return grad_gi, grad_w, grad_gh.sum((0, 1)), None, None, None
