@@ -62,6 +62,10 @@ class GraphedSteps:
         self.nonfinite = torch.zeros((), dtype=torch.bool, device=device)
         self.loss_sum, self.correct = torch.zeros((), device=device), torch.zeros((), device=device)
         self.names, self.steps = 0, 0
+        if self.use_graphs:  # a resumed optimizer's rates come back from the checkpoint on the CPU
+            for group in module.optimizers().optimizer.param_groups:
+                if isinstance(group["lr"], torch.Tensor):
+                    group["lr"] = group["lr"].to(device)
 
     def gather(self, rows: torch.Tensor, length: int) -> Batch:
         """The batch of these row indices, every name `length` characters long (device ops only)."""
