@@ -179,7 +179,8 @@ def test_gpu_trainer_settings_train_end_to_end_on_the_cpu(tmp_path, impl, fast_p
     events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0}).Reload()
     residuals = [e.value for e in events.Scalars("grad_accum/weight_hh/residual")]
     assert residuals and max(residuals) < 1e-5, residuals
-    assert {"test/acc", "calibration/temperature", "train/loss_epoch", "train/acc"} <= set(events.Tags()["scalars"])
+    assert {"test/acc", "calibration/temperature", "train/loss_epoch", "train/acc", "time/train_epoch_s",
+            "time/train_names_per_s"} <= set(events.Tags()["scalars"])
     losses = [e.value for e in events.Scalars("train/loss_epoch")]
     assert len(losses) == 2 and losses[1] < losses[0]  # two epochs, and it learns
     assert events.Scalars("test/acc")[-1].value > 0.5

@@ -97,3 +97,20 @@ def test_settings_the_fast_path_cannot_keep_are_refused_with_the_fix(tmp_path, o
     result = train_refused(tmp_path, f"data.root={corpus}", *TINY, "model.fast_path=on", *overrides)
     assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "outputs").exists()
+
+
+def test_a_divergence_on_the_fast_path_stops_at_the_deferred_check_with_the_last_good_checkpoint(tmp_path):
+    """The finiteness flag is read every 50 steps and at each epoch's end: a schedule that multiplies the rate by
+    1e30 after the first epoch still stops the run, with the message and checkpoint of the dynamic step."""
+    corpus = write_corpus(tmp_path / "names")
+    result = train_refused(tmp_path, f"data.root={corpus}", *TINY, "model.fast_path=on", "trainer.max_epochs=3",
+                           "trainer.gradient_clip_val=null", "model.optimizer._target_=torch.optim.SGD",
+                           "model.optimizer.lr=0.01",
+                           "model.scheduler._target_=torch.optim.lr_scheduler.StepLR", "~model.scheduler.T_max",
+                           "+model.scheduler.step_size=1", "+model.scheduler.gamma=1e30")
+    assert result.returncode == 1, (result.stdout[-2000:], result.stderr[-2000:])
+    assert "non-finite training loss within the 50 steps up to step" in result.stderr, result.stderr[-2000:]
+    (run,) = [p for p in (tmp_path / "outputs").glob("*/*") if p.is_dir()]
+    last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["epoch"] == 0
+    assert all(torch.isfinite(v).all() for v in last["state_dict"].values() if v.is_floating_point())
