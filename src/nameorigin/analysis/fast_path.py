@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
 from importlib.util import find_spec
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nameorigin.analysis.speed import FusedClassifier, alternate, make_batches, train_run
+from nameorigin.analysis.speed import FusedClassifier, alternate, char_rnn, make_batches, train_run
 
 
 def graphed_train_run(model: nn.Module, batches: list[tuple], device: str, warmup: int = 2) -> float:
@@ -60,7 +59,7 @@ def graphed_train_run(model: nn.Module, batches: list[tuple], device: str, warmu
 
 
 
-def bench_fast_path(args: argparse.Namespace, names: list[str], vocab: int, char_rnn: Callable[..., nn.Module]) -> dict:
+def bench_fast_path(args: argparse.Namespace, names: list[str], vocab: int) -> dict:
     """On CUDA: the fast path's contenders on one-length batches (nameorigin.training.graphed), fused torch on the
     same batches: the loops eager and captured as CUDA graphs, and the GRU's and LSTM's Triton loops where triton is."""
     batches = [tuple(t.to(args.device) for t in batch)

@@ -15,6 +15,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
+from nameorigin.config import ModelConfig
+from nameorigin.model.charrnn import CharRNN
+
 
 def make_batches(names: list[str], batch_size: int, count: int, vocab: int, seed: int = 0,
                  one_length: bool = False) -> list[tuple]:
@@ -39,6 +42,14 @@ def make_batches(names: list[str], batch_size: int, count: int, vocab: int, seed
         batches.append((tokens, lengths, torch.randint(0, 18, (len(chunk),))))
     rng.shuffle(batches)
     return batches
+
+
+def char_rnn(vocab: int, cell: str, hidden_size: int, embedding_dim: int, impl: str = "autograd",
+             ngram_buckets: int = 0) -> CharRNN:
+    """The project's network from its config, without dropout (the fused contenders have none)."""
+    config = ModelConfig(cell=cell, hidden_size=hidden_size, embedding_dim=embedding_dim, impl=impl,
+                         ngram_buckets=ngram_buckets, dropout=0.0)
+    return CharRNN(config, vocab, 18)
 
 
 class FusedClassifier(nn.Module):

@@ -23,10 +23,10 @@ import torch
 import torch.nn.functional as F
 
 from nameorigin.analysis.fast_path import bench_fast_path
-from nameorigin.analysis.speed import FusedClassifier, TutorialRNN, alternate, make_batches, train_run
+from nameorigin.analysis.speed import FusedClassifier, TutorialRNN, alternate, char_rnn, make_batches, train_run
 from nameorigin.base.errors import UserError, exits_2_on_user_error
-from nameorigin.config import ModelConfig, plain
-from nameorigin.model.charrnn import GATES, CharRNN
+from nameorigin.config import plain
+from nameorigin.model.charrnn import GATES
 from nameorigin.serving.predict import resolve_device
 
 # The accuracy part runs the checkout's train.py (src/nameorigin/cli/ -> the repository root).
@@ -79,14 +79,6 @@ def corpus_names(data: str | None, count: int = 20_000, seed: int = 0) -> list[s
             for _ in range(count)]
 
 
-def char_rnn(vocab: int, cell: str, hidden_size: int, embedding_dim: int, impl: str = "autograd",
-             ngram_buckets: int = 0) -> CharRNN:
-    """The project's network from its config, without dropout (the fused contenders have none)."""
-    config = ModelConfig(cell=cell, hidden_size=hidden_size, embedding_dim=embedding_dim, impl=impl,
-                         ngram_buckets=ngram_buckets, dropout=0.0)
-    return CharRNN(config, vocab, 18)
-
-
 def bench_training(args: argparse.Namespace, names: list[str]) -> dict:
     vocab, results = 60, {}
     batches = make_batches(names, args.batch_size, args.batches, vocab)
@@ -101,7 +93,7 @@ def bench_training(args: argparse.Namespace, names: list[str]) -> dict:
                            args.repeats)
         results[cell] = {k: {"names_per_s": v, "vs_fused": v / speeds["fused torch"]} for k, v in speeds.items()}
     if args.device.startswith("cuda"):
-        results.update(bench_fast_path(args, names, vocab, char_rnn))
+        results.update(bench_fast_path(args, names, vocab))
     return results
 
 

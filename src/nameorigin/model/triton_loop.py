@@ -32,26 +32,53 @@ def _tanh(x):
 
 
 @triton.jit
+def _program_rows(lengths, batch, ROWS: tl.constexpr):
+    """This program's names: their rows, which of them exist (the last program's block may run past the batch),
+    and their lengths."""
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    live = rows < batch
+    return rows, live, tl.load(lengths + rows, mask=live, other=0)
+
+
+@triton.jit
+def _gate_product(h_prev, w_t, live, column, GH: tl.constexpr, ROWS: tl.constexpr, H: tl.constexpr,
+                  BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
+    """One [ROWS, BN] tile of h_{t-1} W_hh^T: the columns from `column` on of w_t ([H, GH]), over BK-wide slices
+    of the previous state (h_prev: this program's rows of it)."""
+    cols, ks = tl.arange(0, BN), tl.arange(0, BK)
+    acc = tl.zeros((ROWS, BN), dtype=tl.float32)
+    for k0 in range(0, H, BK):
+        h_k = tl.load(h_prev + (k0 + ks)[None, :], mask=live[:, None], other=0.0)
+        acc += tl.dot(h_k, tl.load(w_t + (k0 + ks)[:, None] * GH + column + cols[None, :]), input_precision=PRECISION)
+    return acc
+
+
+@triton.jit
+def _state_gradient(grad_gh, w_hh, rows, live, n0, GH: tl.constexpr, ROWS: tl.constexpr, H: tl.constexpr,
+                    BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
+    """One [ROWS, BN] tile of dgh_t W_hh (grad_gh: this step's [B, GH] gate gradients), what reaches h_{t-1}
+    through the gates."""
+    cols, ks = tl.arange(0, BN), tl.arange(0, BK)
+    acc = tl.zeros((ROWS, BN), dtype=tl.float32)
+    for k0 in range(0, GH, BK):
+        g = tl.load(grad_gh + rows[:, None] * GH + (k0 + ks)[None, :], mask=live[:, None], other=0.0)
+        acc += tl.dot(g, tl.load(w_hh + (k0 + ks)[:, None] * H + (n0 + cols)[None, :]), input_precision=PRECISION)
+    return acc
+
+
+@triton.jit
 def _gru_forward(gi, w_t, b_hh, lengths, hs, acts, ghn, steps, batch, ROWS: tl.constexpr,
                  H: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
     """hs[t + 1] from hs[t] for the program's ROWS names, every step. gi: [T, B, 3H]; w_t: W_hh^T, [H, 3H];
     acts: r, z, n per step [T, B, 3H]; ghn: the candidate's recurrent term h W_n^T + b_n, [T, B, H]."""
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    live = rows < batch
-    length = tl.load(lengths + rows, mask=live, other=0)
-    cols, ks = tl.arange(0, BN), tl.arange(0, BK)
+    rows, live, length = _program_rows(lengths, batch, ROWS)
+    cols = tl.arange(0, BN)
     for t in range(steps):
         h_prev = hs + t * batch * H + rows[:, None] * H
         for n0 in range(0, H, BN):
-            acc_r = tl.zeros((ROWS, BN), dtype=tl.float32)
-            acc_z = tl.zeros((ROWS, BN), dtype=tl.float32)
-            acc_n = tl.zeros((ROWS, BN), dtype=tl.float32)
-            for k0 in range(0, H, BK):
-                h_k = tl.load(h_prev + (k0 + ks)[None, :], mask=live[:, None], other=0.0)
-                w_k = w_t + (k0 + ks)[:, None] * (3 * H) + (n0 + cols)[None, :]
-                acc_r += tl.dot(h_k, tl.load(w_k), input_precision=PRECISION)
-                acc_z += tl.dot(h_k, tl.load(w_k + H), input_precision=PRECISION)
-                acc_n += tl.dot(h_k, tl.load(w_k + 2 * H), input_precision=PRECISION)
+            acc_r = _gate_product(h_prev, w_t, live, n0, 3 * H, ROWS, H, BN, BK, PRECISION)
+            acc_z = _gate_product(h_prev, w_t, live, H + n0, 3 * H, ROWS, H, BN, BK, PRECISION)
+            acc_n = _gate_product(h_prev, w_t, live, 2 * H + n0, 3 * H, ROWS, H, BN, BK, PRECISION)
             gate = t * batch * 3 * H + rows[:, None] * (3 * H) + (n0 + cols)[None, :]
             r = tl.sigmoid(tl.load(gi + gate, mask=live[:, None], other=0.0) + acc_r
                            + tl.load(b_hh + n0 + cols)[None, :])
@@ -74,10 +101,8 @@ def _gru_backward(dh, hs, acts, ghn, w_hh, lengths, grad_gi, grad_gh, steps, bat
                   H: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
     """From dL/dh_T (dh, [B, H], overwritten step by step with dL/dh_t): each step's gate gradients, then
     dL/dh_{t-1} = dgh_t W_hh + dL/dh_t * z_t, where the name was running, and dL/dh_t where it had ended."""
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    live = rows < batch
-    length = tl.load(lengths + rows, mask=live, other=0)
-    cols, ks = tl.arange(0, BN), tl.arange(0, BK)
+    rows, live, length = _program_rows(lengths, batch, ROWS)
+    cols = tl.arange(0, BN)
     for step in range(steps):
         t = steps - 1 - step
         running = (t < length)[:, None]
@@ -101,12 +126,7 @@ def _gru_backward(dh, hs, acts, ghn, w_hh, lengths, grad_gi, grad_gh, steps, bat
             tl.store(grad_gh + gate + 2 * H, d_n * r, mask=live[:, None])
         tl.debug_barrier()  # the product below reads every gate's gradient of this step
         for n0 in range(0, H, BN):
-            acc = tl.zeros((ROWS, BN), dtype=tl.float32)
-            for k0 in range(0, 3 * H, BK):
-                g = tl.load(grad_gh + t * batch * 3 * H + rows[:, None] * (3 * H) + (k0 + ks)[None, :],
-                            mask=live[:, None], other=0.0)
-                acc += tl.dot(g, tl.load(w_hh + (k0 + ks)[:, None] * H + (n0 + cols)[None, :]),
-                              input_precision=PRECISION)
+            acc = _state_gradient(grad_gh + t * batch * 3 * H, w_hh, rows, live, n0, 3 * H, ROWS, H, BN, BK, PRECISION)
             state = rows[:, None] * H + (n0 + cols)[None, :]
             d = tl.load(dh + state, mask=live[:, None], other=0.0)
             z = tl.load(acts + t * batch * 3 * H + rows[:, None] * (3 * H) + H + (n0 + cols)[None, :],
@@ -119,24 +139,15 @@ def _gru_backward(dh, hs, acts, ghn, w_hh, lengths, grad_gi, grad_gh, steps, bat
 def _lstm_forward(gi, w_t, b_hh, lengths, hs, cs, acts, steps, batch, ROWS: tl.constexpr,
                   H: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
     """The LSTM's steps, as _gru_forward's: gates i, f, g, o in acts [T, B, 4H]; cs: c_t, [T + 1, B, H]."""
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    live = rows < batch
-    length = tl.load(lengths + rows, mask=live, other=0)
-    cols, ks = tl.arange(0, BN), tl.arange(0, BK)
+    rows, live, length = _program_rows(lengths, batch, ROWS)
+    cols = tl.arange(0, BN)
     for t in range(steps):
         h_prev = hs + t * batch * H + rows[:, None] * H
         for n0 in range(0, H, BN):
-            acc_i = tl.zeros((ROWS, BN), dtype=tl.float32)
-            acc_f = tl.zeros((ROWS, BN), dtype=tl.float32)
-            acc_g = tl.zeros((ROWS, BN), dtype=tl.float32)
-            acc_o = tl.zeros((ROWS, BN), dtype=tl.float32)
-            for k0 in range(0, H, BK):
-                h_k = tl.load(h_prev + (k0 + ks)[None, :], mask=live[:, None], other=0.0)
-                w_k = w_t + (k0 + ks)[:, None] * (4 * H) + (n0 + cols)[None, :]
-                acc_i += tl.dot(h_k, tl.load(w_k), input_precision=PRECISION)
-                acc_f += tl.dot(h_k, tl.load(w_k + H), input_precision=PRECISION)
-                acc_g += tl.dot(h_k, tl.load(w_k + 2 * H), input_precision=PRECISION)
-                acc_o += tl.dot(h_k, tl.load(w_k + 3 * H), input_precision=PRECISION)
+            acc_i = _gate_product(h_prev, w_t, live, n0, 4 * H, ROWS, H, BN, BK, PRECISION)
+            acc_f = _gate_product(h_prev, w_t, live, H + n0, 4 * H, ROWS, H, BN, BK, PRECISION)
+            acc_g = _gate_product(h_prev, w_t, live, 2 * H + n0, 4 * H, ROWS, H, BN, BK, PRECISION)
+            acc_o = _gate_product(h_prev, w_t, live, 3 * H + n0, 4 * H, ROWS, H, BN, BK, PRECISION)
             gate = t * batch * 4 * H + rows[:, None] * (4 * H) + (n0 + cols)[None, :]
             bias = b_hh + n0 + cols
             i = tl.sigmoid(tl.load(gi + gate, mask=live[:, None], other=0.0) + acc_i + tl.load(bias)[None, :])
@@ -166,10 +177,8 @@ def _lstm_backward(dh, dc, cs, acts, w_hh, lengths, grad_pre, steps, batch, ROWS
                    H: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
     """From dL/dh_T (dh) and dL/dc_T = 0 (dc): each step's pre-activation gradient (the same for gi and gh,
     [T, B, 4H]), then dL/dh_{t-1} = dpre_t W_hh and dL/dc_{t-1} = dL/dc_t * f_t where the name was running."""
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    live = rows < batch
-    length = tl.load(lengths + rows, mask=live, other=0)
-    cols, ks = tl.arange(0, BN), tl.arange(0, BK)
+    rows, live, length = _program_rows(lengths, batch, ROWS)
+    cols = tl.arange(0, BN)
     for step in range(steps):
         t = steps - 1 - step
         running = (t < length)[:, None]
@@ -193,12 +202,7 @@ def _lstm_backward(dh, dc, cs, acts, w_hh, lengths, grad_pre, steps, batch, ROWS
             tl.store(dc + state, tl.where(running, d_c_all * f, d_c), mask=live[:, None])
         tl.debug_barrier()  # the product below reads every gate's gradient of this step
         for n0 in range(0, H, BN):
-            acc = tl.zeros((ROWS, BN), dtype=tl.float32)
-            for k0 in range(0, 4 * H, BK):
-                g = tl.load(grad_pre + t * batch * 4 * H + rows[:, None] * (4 * H) + (k0 + ks)[None, :],
-                            mask=live[:, None], other=0.0)
-                acc += tl.dot(g, tl.load(w_hh + (k0 + ks)[:, None] * H + (n0 + cols)[None, :]),
-                              input_precision=PRECISION)
+            acc = _state_gradient(grad_pre + t * batch * 4 * H, w_hh, rows, live, n0, 4 * H, ROWS, H, BN, BK, PRECISION)
             state = rows[:, None] * H + (n0 + cols)[None, :]
             d = tl.load(dh + state, mask=live[:, None], other=0.0)
             tl.store(dh + state, tl.where(running, acc, d), mask=live[:, None])

@@ -141,14 +141,8 @@ class Predictor:
 
     def encode(self, name: str) -> tuple[list[int], str | None]:
         """Indices for one raw name, or an explanation of why it cannot be answered."""
-        clean = normalize_name(name, self.normalize)
-        if not 0 < len(clean) <= MAX_NAME_LENGTH:
-            return [], NO_USABLE_CHARACTER if not clean else TOO_LONG
-        unk, lookup = self.char_to_index[UNK], self.char_to_index.get
-        codes = [lookup(c, unk) for c in clean]
-        if codes.count(unk) == len(codes):
-            return [], NO_KNOWN_CHARACTER
-        return codes, None
+        tokens, lengths, errors = self.encode_many([name])
+        return tokens[0, : int(lengths[0])].tolist() if errors[0] is None else [], errors[0]
 
     def encode_many(self, names: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, list[str | None]]:
         """encode() for many names at once: right-padded indices [N, longest] (uint8 when the vocabulary fits),
@@ -203,21 +197,20 @@ class Predictor:
         names = list(names)
         tokens, lengths, errors = self.encode_many(names)
         answered = torch.tensor([row for row, error in enumerate(errors) if error is None], dtype=torch.long)
-        good = (tokens[answered], lengths[answered])
-        abstain = abstain and len(answered) > 0 and bool(self.abstention)
+        good, any_good = (tokens[answered], lengths[answered]), len(answered) > 0
+        abstain = abstain and any_good and bool(self.abstention)
         energy = torch.empty(len(answered)) if abstain else None
         probs = self.probabilities(good, batch_size, energy)
-        if prior is not None and len(answered):
+        if prior is not None and any_good:
             probs = self.reweighted(probs, prior)
         why = None
-        if explain and len(answered):
+        if explain and any_good:
             codes = [row[:n].tolist() for row, n in zip(good[0], good[1].tolist(), strict=True)]
             why = iter(self.explain_encoded(codes, [normalize_name(names[row], self.normalize)
                                                     for row in answered.tolist()], batch_size))
-        good = good if len(answered) else []
-        top = probs.topk(min(top_k, len(self.labels)), dim=-1) if good else None
-        rows = iter(zip(top.values.tolist(), top.indices.tolist(), strict=True)) if good else iter(())
-        sets = self._sets(probs, threshold) if threshold is not None and good else None
+        top = probs.topk(min(top_k, len(self.labels)), dim=-1)
+        rows = iter(zip(top.values.tolist(), top.indices.tolist(), strict=True))
+        sets = self._sets(probs, threshold) if threshold is not None and any_good else None
         verdicts = iter(abstentions(self, good, energy, sets, max_set_size, batch_size)) if abstain else None
         sets = iter(sets) if sets is not None else None
         labels, results = self.labels, []
