@@ -98,6 +98,41 @@ def test_bayes_rule_divides_out_the_trained_prior_and_em_finds_a_mix():
     assert float((estimate_prior(posterior, trained) - target).abs().sum() / 2) < 0.02
 
 
+def test_the_prior_divided_out_is_the_served_probabilities_mean_on_validation(trained):
+    run, corpus, _ = trained
+    best = Predictor.load(run / "checkpoints" / "best.ckpt")
+    refit = Predictor.load(run / "checkpoints" / "refit.ckpt")
+    data = NamesDataModule(root=str(corpus), download=False)
+    data.setup()
+    held_out = best.probabilities([best.encode(name)[0] for name, _ in data.splits["val"]])
+    torch.testing.assert_close(best.trained_prior, held_out.mean(0), atol=1e-5, rtol=0)
+    torch.testing.assert_close(refit.trained_prior, best.trained_prior)  # carried, as the temperature is
+    # So EM on the names it was measured on (the training population's mix) stays there; the label shares would
+    # not be a fixed point unless the probabilities were calibrated label by label.
+    torch.testing.assert_close(estimate_prior(held_out, best.trained_prior), best.trained_prior, atol=1e-5, rtol=0)
+    assert not torch.allclose(best.trained_prior, best.training_shares, atol=1e-3)
+    # Without calibration (and for the uncalibrated probabilities) the shares are what they carry.
+    raw = Predictor.load(run / "checkpoints" / "best.ckpt", calibrated=False)
+    torch.testing.assert_close(raw.trained_prior, best.training_shares)
+
+
+def test_the_prior_check_draws_the_mix_asked_and_refuses_an_unknown_one(trained, tmp_path, capsys):
+    from nameorigin.analysis.prior_check import main
+
+    run, corpus, _ = trained
+    checkpoint = str(run / "checkpoints" / "refit.ckpt")
+    assert main([checkpoint, "--corpus", str(corpus), "--mix", "swapped", "--size", "400"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert sum(report["drawn"]) == pytest.approx(1.0) and report["size"] == 400
+    for key in ("total_variation", "total_variation_with_the_temperature_fitted_on_test"):
+        assert 0 <= report[key] <= report["total_variation_of_the_trained_prior"] + 0.05, report
+    for args, message in [(["--mix", "estimate"], "the mix drawn must be known"), (["--size", "0"], "at least one")]:
+        with pytest.raises(SystemExit) as exited:
+            main([checkpoint, "--corpus", str(corpus), *args])
+        out, err = capsys.readouterr()
+        assert exited.value.code == 2 and message in err and not out, err
+
+
 def test_priors_and_coverage_refusals_exit_2_with_the_fix(trained, tmp_path, capsys):
     from nameorigin.cli.predict import main  # in this process: the command's own parsing and refusals
 

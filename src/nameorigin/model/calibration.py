@@ -115,7 +115,9 @@ def calibrate(logits: torch.Tensor, targets: torch.Tensor, coverages: Sequence[f
                "val_ece_raw": expected_calibration_error(raw, targets, bins),
                "val_ece": expected_calibration_error(scaled, targets, bins),
                "conformal": conformal_thresholds(scaled, targets, coverages),
-               "conformal_score": "1 - p(true language), top language always included"}
+               "conformal_score": "1 - p(true language), top language always included",
+               # the label mix the calibrated probabilities carry, which --prior divides out (serving/prior.py)
+               "label_prior": scaled.mean(0).tolist()}
     if shares is not None:
         summary["val_ece_shares"] = share_calibration_error(scaled, shares, bins)
     return summary

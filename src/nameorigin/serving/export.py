@@ -99,7 +99,7 @@ def export_model(predictor: Any, stem: str | Path, formats: tuple[str, ...] = FO
             "normalize": predictor.normalize, "calibration": predictor.calibration,
             "label_names": None if predictor.label_names is None else list(predictor.label_names.values()),
             "data_settings": predictor.data_settings, "model_card": predictor.model_card,
-            "trained_prior": predictor.trained_prior.tolist()}
+            "trained_prior": predictor.training_shares.tolist()}
     writers[sidecar_path(stem.with_suffix(".pt2"))] = lambda p: p.write_text(json.dumps(meta, ensure_ascii=False))
     for path, write in writers.items():
         write_atomically(path, write)

@@ -71,7 +71,7 @@ class Predictor:
     def __init__(self, net: CharRNN | ExportedNet, vocab: Sequence[str], labels: Sequence[str],
                  normalize: str = "ascii", device: str = "cpu", data_settings: dict | None = None,
                  calibration: dict | None = None, calibrated: bool = True, label_names: Sequence[str] | None = None,
-                 model_card: str | None = None, trained_prior: Sequence[float] | None = None):
+                 model_card: str | None = None, training_shares: Sequence[float] | None = None):
         self.net, self.vocab, self.labels, self.normalize = net.eval(), list(vocab), list(labels), normalize
         self.model_card = model_card  # MODEL_CARD.md, carried into exports
         self.data_settings = data_settings or {}  # split settings + corpus hash, for evaluate()
@@ -81,9 +81,13 @@ class Predictor:
         # The model divides by the fitted temperature; multiplying by it again undoes the scaling on request.
         self.undo_temperature = 1.0 if calibrated else float(self.calibration.get("temperature", 1.0))
         self.char_to_index = {c: i for i, c in enumerate(self.vocab)}
-        # The label shares the served probabilities carry (nameorigin.serving.prior), for --prior.
-        self.trained_prior = torch.tensor(trained_prior, dtype=torch.float) if trained_prior else \
+        self.training_shares = torch.tensor(training_shares, dtype=torch.float) if training_shares else \
             torch.full((len(self.labels),), 1 / len(self.labels))
+        # The label mix the served probabilities carry, which --prior divides out (nameorigin.serving.prior): their
+        # mean on best.ckpt's held-out validation names where calibration measured it, else the training shares.
+        # The mean is what EM needs: on names drawn in the training mix it then returns the training mix.
+        measured = self.calibration.get("label_prior") if calibrated else None
+        self.trained_prior = torch.tensor(measured, dtype=torch.float) if measured else self.training_shares
         self.abstention = self.calibration.get("abstention") or {}  # the rule fitted on held-out names
         self.novelty = CharTrigrams.from_state(self.abstention["novelty"]) if self.abstention else None
         self.estimated_prior: torch.Tensor | None = None  # set by predict(prior="estimate")
@@ -101,7 +105,7 @@ class Predictor:
                             "from another version; retrain or pick another .ckpt") from None
         return cls(net, hp["vocab"], hp["labels"], hp["config"]["normalize"], device,
                    checkpoint.get("data"), checkpoint.get("calibration"), calibrated, hp.get("label_names"),
-                   checkpoint.get("model_card"), served_prior(hp))
+                   checkpoint.get("model_card"), training_shares(hp))
 
     @classmethod
     def from_exported(cls, path: str | Path, calibrated: bool = True) -> Predictor:
@@ -252,8 +256,9 @@ class Predictor:
                 for row, flags in zip(order.tolist(), ranked.tolist(), strict=True)]
 
 
-def served_prior(hparams: dict) -> list[float] | None:
-    """The label shares a checkpoint's probabilities carry: its training prior to the power 1 - tau."""
+def training_shares(hparams: dict) -> list[float] | None:
+    """The label shares a checkpoint's probabilities carry by construction: its training prior to the power
+    1 - tau (logit adjustment divides tau of it out)."""
     prior, tau = hparams.get("class_prior"), float(hparams["config"].get("logit_adjustment") or 0.0)
     if not prior:
         return None

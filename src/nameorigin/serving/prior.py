@@ -3,8 +3,11 @@ prior estimated from the unlabelled names themselves (`--prior estimate`, the EM
 Decaestecker 2002, "Adjusting the outputs of a classifier to new a priori probabilities").
 
 p_target(y | x) is proportional to p(y | x) * target(y) / trained(y). `trained` is the prior the served
-probabilities already carry: the training set's label shares (train + validation for a refit model) raised to
-1 - tau, since logit adjustment (tau) divides tau of it out.
+probabilities already carry: their mean on best.ckpt's held-out validation names, measured with the temperature
+and carried to the refit (`label_prior` in the checkpoint's calibration). On names drawn in the training mix, EM
+then stays at that mix; with the label shares it would drift wherever the probabilities are not calibrated label
+by label. Without a fitted calibration it falls back to the training shares (train + validation for a refit)
+raised to 1 - tau, since logit adjustment (tau) divides tau of them out.
 """
 
 from __future__ import annotations
