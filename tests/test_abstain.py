@@ -116,6 +116,38 @@ def test_the_prior_divided_out_is_the_served_probabilities_mean_on_validation(tr
     torch.testing.assert_close(raw.trained_prior, best.training_shares)
 
 
+def test_a_table_gets_one_estimated_prior_for_all_its_rows(trained, tmp_path):
+    from nameorigin.serving.table import CHUNK_ROWS
+
+    run, corpus, _ = trained
+    checkpoint = str(run / "checkpoints" / "refit.ckpt")
+    predictor = Predictor.load(checkpoint)
+    data = NamesDataModule(root=str(corpus), download=False)
+    data.setup()
+    by_label: dict[str, list[str]] = {}
+    for name, label in data.splits["test"]:
+        by_label.setdefault(label, []).append(name)
+    first, second = sorted(by_label)[:2]
+    # One label's names fill the first chunk, another's the rest: an estimate per chunk would see two mixes.
+    names = [by_label[first][i % len(by_label[first])] for i in range(CHUNK_ROWS)]
+    names += [by_label[second][i % len(by_label[second])] for i in range(CHUNK_ROWS // 2)] + ["", "NaN"]
+    table = tmp_path / "people.csv"
+    table.write_text("surname\n" + "\n".join(f'"{name}"' for name in names) + "\n", encoding="utf-8")
+    result = run_script([PREDICT, checkpoint, "--file", str(table), "--column", "surname", "--prior", "estimate",
+                         "--no-abstain"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    whole = predictor.predict(names[:-1], top_k=1, abstain=False, prior="estimate")  # "NaN" would be a name here
+    expected = sorted(zip(predictor.labels, predictor.estimated_prior.tolist(), strict=True), key=lambda x: -x[1])
+    assert result.stderr.strip().splitlines()[-1] == "estimated prior: " + ", ".join(
+        f"{label} {share:.3f}" for label, share in expected)
+    rows = result.stdout.splitlines()[1:]
+    assert len(rows) == len(names)
+    for row in (0, CHUNK_ROWS - 1, CHUNK_ROWS, len(names) - 3):  # both sides of the chunk boundary
+        label, probability = whole[row].predictions[0]
+        cells = rows[row].split(",")
+        assert cells[1] == label and float(cells[2]) == pytest.approx(probability, abs=1e-5), (row, cells)
+
+
 def test_the_prior_check_draws_the_mix_asked_and_refuses_an_unknown_one(trained, tmp_path, capsys):
     from nameorigin.analysis.prior_check import main
 

@@ -5,6 +5,7 @@ Imports only torch and the model, so a one-name prediction starts fast; no Light
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -238,6 +239,18 @@ class Predictor:
         if isinstance(target, str):  # "estimate": from these very names
             target = self.estimated_prior = estimate_prior(probs, self.trained_prior)
         return reweight(probs, self.trained_prior, target)
+
+    def estimate_prior(self, names: Iterable[str], batch_size: int = BATCH_SIZE, chunk: int = 65536) -> torch.Tensor:
+        """The label mix of a stream of names (EM over all of them at once), for callers that then predict it in
+        chunks with this fixed prior, as tables do: an estimate per chunk would give each chunk its own mix."""
+        names, parts = iter(names), []
+        while block := list(itertools.islice(names, chunk)):
+            tokens, lengths, errors = self.encode_many(block)
+            usable = torch.tensor([row for row, error in enumerate(errors) if error is None], dtype=torch.long)
+            if len(usable):
+                parts.append(self.probabilities((tokens[usable], lengths[usable]), batch_size))
+        self.estimated_prior = estimate_prior(torch.cat(parts), self.trained_prior) if parts else self.trained_prior
+        return self.estimated_prior
 
     def explain(self, names: Iterable[str], batch_size: int = BATCH_SIZE) -> list[Prediction]:
         """The top label of each name and why: its contributions (nameorigin.model.explain)."""

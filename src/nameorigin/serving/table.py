@@ -57,6 +57,18 @@ def read_rows(stream: TextIO, delimiter: str) -> Iterator[list[str]]:
     yield from csv.reader(stream, delimiter=delimiter)
 
 
+def as_name(cell: str) -> str:
+    return "" if cell in MISSING_MARKERS else cell  # a missing-value marker is no name, whatever it spells
+
+
+def name_cells(source: str | Path, separator: str, index: int) -> Iterator[str]:
+    """The column's cells, read again from the top (a first pass, for --prior estimate)."""
+    with open(source, encoding="utf-8-sig", newline="") as stream:
+        rows = read_rows(stream, separator)
+        next(rows, None)
+        yield from (as_name(row[index]) if index < len(row) else "" for row in rows)
+
+
 def predict_table(predictor: Predictor, source: str | Path, column: str, out: TextIO, delimiter: str | None = None,
                   top_k: int = 1, coverage: float | None = None, batch_size: int = BATCH_SIZE,
                   explain: bool = False, **options: object) -> int:
@@ -75,14 +87,16 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: Te
                 raise UserError(f"--column {column!r} is not in the header of {source}: choose one of "
                                    f"{', '.join(map(repr, header))}")
             index, width = header.index(column), len(header)
+            if options.get("prior") == "estimate":  # one mix for the whole table, found before any row is written
+                options["prior"] = predictor.estimate_prior(name_cells(source, separator, index), batch_size)
             writer = csv.writer(out, delimiter=separator, lineterminator="\n")
             writer.writerow([*header, *prediction_columns(top_k, coverage, predictor.label_name, explain)])
             written = 0
             while chunk := list(itertools.islice(rows, CHUNK_ROWS)):
                 chunk = [row + [""] * (width - len(row)) for row in chunk]  # short rows keep the columns aligned
                 cells = [row[index] for row in chunk]
-                answers = predictor.predict(["" if cell in MISSING_MARKERS else cell for cell in cells], top_k,
-                                            batch_size, coverage, explain, **options)
+                answers = predictor.predict([as_name(cell) for cell in cells], top_k, batch_size, coverage, explain,
+                                            **options)
                 for row, cell, answer in zip(chunk, cells, answers, strict=True):
                     if cell in MISSING_MARKERS:
                         reason = f"missing-value marker {cell!r}"
