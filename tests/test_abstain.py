@@ -175,14 +175,19 @@ def test_priors_and_coverage_refusals_exit_2_with_the_fix(trained, tmp_path, cap
     good.write_text(json.dumps({label: 1.0 for label in predictor.labels}), encoding="utf-8")
     uniform, filed = (predictor.predict(["Kanemoto", "Pavlovsky"], prior=prior) for prior in ("uniform", str(good)))
     assert [a.as_dict() for a in uniform] == [a.as_dict() for a in filed]
-    estimated = run_script([PREDICT, checkpoint, "Kanemoto", "Pavlovsky", "--prior", "estimate"], cwd=tmp_path)
+    listed = tmp_path / "names.txt"
+    listed.write_text("Kanemoto\nPavlovsky\n" * 50, encoding="utf-8")  # the fewest names EM is given: 100
+    estimated = run_script([PREDICT, checkpoint, "--file", str(listed), "--prior", "estimate"], cwd=tmp_path)
     assert estimated.returncode == 0 and estimated.stderr.startswith("estimated prior: ")  # stdout keeps the answers
+    assert estimated.stdout.count("Kanemoto") == 50
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"Klingon": 1.0}), encoding="utf-8")
     for args, message in [(["--prior", str(bad)], "Klingon are not labels of this model"),
                           (["--prior", "uniform", "--coverage", "0.9"], "drop one of them"),
                           (["--prior", str(tmp_path / "none.json")], "no such file"),
-                          (["--max-set-size", "2"], "use it with --coverage")]:
+                          (["--max-set-size", "2"], "use it with --coverage"),
+                          (["Pavlovsky", "--prior", "estimate"], "at least 100 usable names to estimate a label mix "
+                                                                 "from, and got 2")]:
         with pytest.raises(SystemExit) as exited:
             main([checkpoint, "Kanemoto", *args])
         out, err = capsys.readouterr()

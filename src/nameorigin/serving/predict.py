@@ -22,7 +22,7 @@ from nameorigin.model.explain import NameExplanation, explain_names
 from nameorigin.model.novelty import CharTrigrams
 from nameorigin.serving.abstain import UNUSABLE, abstentions
 from nameorigin.serving.export import ExportedNet
-from nameorigin.serving.prior import estimate_prior, read_prior, reweight
+from nameorigin.serving.prior import check_estimable, estimate_prior, read_prior, reweight
 
 MAX_NAME_LENGTH = 64  # longer input is not a name (the corpus' longest has 20 characters): it is explained, not cut
 NO_USABLE_CHARACTER, NO_KNOWN_CHARACTER = "no usable character after normalization", "no character the model knows"
@@ -206,7 +206,7 @@ class Predictor:
         abstain = abstain and any_good and bool(self.abstention)
         energy = torch.empty(len(answered)) if abstain else None
         probs = self.probabilities(good, batch_size, energy)
-        if prior is not None and any_good:
+        if prior is not None and (any_good or isinstance(prior, str) and prior == "estimate"):
             probs = self.reweighted(probs, prior)
         why = None
         if explain and any_good:
@@ -237,6 +237,7 @@ class Predictor:
     def reweighted(self, probs: torch.Tensor, prior: str | torch.Tensor) -> torch.Tensor:
         target = read_prior(prior, self.labels) if isinstance(prior, str) else prior
         if isinstance(target, str):  # "estimate": from these very names
+            check_estimable(len(probs))
             target = self.estimated_prior = estimate_prior(probs, self.trained_prior)
         return reweight(probs, self.trained_prior, target)
 
@@ -249,7 +250,9 @@ class Predictor:
             usable = torch.tensor([row for row, error in enumerate(errors) if error is None], dtype=torch.long)
             if len(usable):
                 parts.append(self.probabilities((tokens[usable], lengths[usable]), batch_size))
-        self.estimated_prior = estimate_prior(torch.cat(parts), self.trained_prior) if parts else self.trained_prior
+        probs = torch.cat(parts) if parts else torch.empty(0, len(self.labels))
+        check_estimable(len(probs))
+        self.estimated_prior = estimate_prior(probs, self.trained_prior)
         return self.estimated_prior
 
     def explain(self, names: Iterable[str], batch_size: int = BATCH_SIZE) -> list[Prediction]:

@@ -26,6 +26,18 @@ def reweight(probs: torch.Tensor, trained: torch.Tensor, target: torch.Tensor) -
     return scaled / scaled.sum(-1, keepdim=True).clamp_min(1e-30)
 
 
+# Fewer names than this give EM too little to go on: on the default model's resampled test names, 10 or 30 names
+# re-weighted to their own estimate were answered worse than not re-weighted at all (docs/serving.md).
+MIN_NAMES_TO_ESTIMATE = 100
+
+
+def check_estimable(count: int) -> None:
+    if count < MIN_NAMES_TO_ESTIMATE:
+        raise UserError(f"--prior estimate needs at least {MIN_NAMES_TO_ESTIMATE} usable names to estimate a label "
+                        f"mix from, and got {count}: score a longer list, or pass --prior uniform or a JSON file of "
+                        "label -> share")
+
+
 def estimate_prior(probs: torch.Tensor, trained: torch.Tensor, steps: int = 200,
                    tolerance: float = 1e-6) -> torch.Tensor:
     """EM: the target prior is the mean of the re-weighted probabilities, re-weighted with it, to a fixed point."""
