@@ -93,7 +93,7 @@ TINY = [
 def run_script(args: list[str], cwd: Path, timeout: int = 300, **kwargs) -> subprocess.CompletedProcess:
     """Run a project script (train.py, scripts/*.py) in a subprocess, as a user would: the warnings a user would
     see are not hidden."""
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", **kwargs.pop("env", {})}
     env.pop("PYTHONWARNINGS", None)
     kwargs.setdefault("text", True)
     return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, timeout=timeout, env=env, **kwargs)

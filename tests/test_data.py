@@ -85,6 +85,18 @@ def test_spelling_variants_share_a_split():
     assert min(crossing) > 0  # split by exact string alone, these variants would cross into test
 
 
+def test_accented_spellings_share_a_split():
+    """Read with data.normalize=none, José and Jose are two strings of one name: they must not straddle splits."""
+    assert variant_key("José Müller") == variant_key("Jose Muller") == "josemuller"
+    stems = [f"Jos{chr(97 + i)}{chr(97 + j)}" for i in range(26) for j in range(4)]
+    pairs = sorted({(f"{stem}é", "Spanish") for stem in stems} | {(f"{stem}e", "Spanish") for stem in stems})
+    for seed in range(3):
+        home = {}
+        for split, held in split_by_name(pairs, [0.8, 0.1, 0.1], seed).items():
+            for name, _ in held:
+                assert home.setdefault(variant_key(name), split) == split
+
+
 def test_real_corpus_split_is_leak_free_and_stratified(real_corpus):
     dm = NamesDataModule(root=str(real_corpus))
     dm.setup()

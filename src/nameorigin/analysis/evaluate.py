@@ -10,6 +10,7 @@ from nameorigin.base.errors import UserError
 from nameorigin.config import TableDataConfig
 from nameorigin.data.names import label_files, read_corpus, split_by_name
 from nameorigin.data.table import COLUMN_SETTINGS, read_table
+from nameorigin.model.calibration import expected_calibration_error, level_key, prediction_sets
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
 
 
@@ -45,19 +46,41 @@ def checkpoint_splits(predictor: Predictor, root: str | Path) -> dict[str, list[
     return split_by_name(pairs, settings["split_fractions"], settings["split_seed"])
 
 
+SET_LEVEL = 0.9  # the prediction-set level evaluate() reports
+
+
+def ranked_scores(probs: torch.Tensor, truth: torch.Tensor, calibration: dict) -> dict:
+    """What ranks and probabilities say beyond the top label, each test pair one sample (a name under two labels
+    is two samples, as name2nat counts them): precision@1..5 (the true label among the top K), the top-label ECE,
+    and, when the checkpoint stores the level, how often the 90 % prediction set holds the label and its size."""
+    rank = (probs > probs.gather(1, truth[:, None])).sum(1)  # how many labels score above the true one
+    result = {"precision_at": {k: float((rank < k).double().mean()) for k in range(1, min(5, probs.shape[1]) + 1)},
+              "ece": expected_calibration_error(probs, truth)}
+    threshold = calibration.get("conformal", {}).get(level_key(SET_LEVEL))
+    if threshold is not None:
+        sets = prediction_sets(probs, float(threshold))
+        result["set_level"] = SET_LEVEL
+        result["set_coverage"] = float(sets.gather(1, truth[:, None]).double().mean())
+        result["set_size"] = float(sets.sum(1).double().mean())
+    return result
+
+
 def evaluate(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZE,
              known_keys: set[str] | None = None) -> dict:
-    """Accuracy, macro-F1, per-class F1, the confusion matrix and which test names it got right, on the
-    checkpoint's test split; with `known_keys` (nameorigin.model.known.name_key of every names-dataset surname) also for
-    the test names found there and for those not found."""
+    """Accuracy, macro-F1, per-class F1, the confusion matrix, which test names it got right, precision@K, ECE
+    and set coverage (ranked_scores), on the checkpoint's test split; with `known_keys`
+    (nameorigin.model.known.name_key of every names-dataset surname) also for the test names found there and for
+    those not found."""
     test = checkpoint_splits(predictor, root)["test"]
     index = {label: i for i, label in enumerate(predictor.labels)}
     encoded = [predictor.encode(name)[0] or [1] for name, _ in test]
-    preds = predictor.probabilities(encoded, batch_size).argmax(-1)
+    probs = predictor.probabilities(encoded, batch_size)
+    preds = probs.argmax(-1)
     truth = torch.tensor([index[language] for _, language in test])
     k = len(predictor.labels)
     accuracy, macro_f1, f1, confusion = scores(truth, preds, k)
     result = {"size": len(test), "accuracy": accuracy, "macro_f1": macro_f1,
+              **ranked_scores(probs, truth, predictor.calibration if predictor.undo_temperature == 1.0 else {}),
               "per_class_f1": dict(zip(predictor.labels, f1, strict=True)),
               "labels": predictor.labels, "confusion": confusion.tolist(), "correct": (preds == truth).tolist()}
     if known_keys is not None:
@@ -74,7 +97,12 @@ def format_report(result: dict) -> str:
     labels = result["labels"]
     short = [label[:4] for label in labels]
     lines = [f"test split: {result['size']} names",
-             f"accuracy  {result['accuracy']:.4f}", f"macro-F1  {result['macro_f1']:.4f}"]
+             f"accuracy  {result['accuracy']:.4f}", f"macro-F1  {result['macro_f1']:.4f}",
+             "precision@K  " + "  ".join(f"{k}: {p:.4f}" for k, p in result["precision_at"].items()),
+             f"ECE       {result['ece']:.4f}"]
+    if "set_coverage" in result:
+        lines.append(f"{result['set_level']:.0%} sets  coverage {result['set_coverage']:.4f}, "
+                     f"mean size {result['set_size']:.2f}")
     for subset in ("in_pretrain", "not_in_pretrain"):
         if subset in result:
             part = result[subset]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from nameorigin.analysis.baseline import fit_ngram_baseline
+from nameorigin.analysis.baseline import fit_hashed_baseline, fit_ngram_baseline
 from nameorigin.analysis.evaluate import checkpoint_splits, evaluate
 from nameorigin.base.errors import UserError
 from nameorigin.data.batching import TRAINED_ON, is_refit
@@ -51,17 +51,22 @@ def bootstrap_margin(first_correct: torch.Tensor, second_correct: torch.Tensor, 
     return float(low), float(high)
 
 
+BASELINES = {"lr": fit_ngram_baseline, "sgd": fit_hashed_baseline}  # --baseline's choices
+
+
 def compare_with_baseline(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZE,
-                          ours: dict | None = None) -> dict:
+                          ours: dict | None = None, kind: str = "lr") -> dict:
     """The checkpoint and the n-gram baseline on the checkpoint's test split, name by name (`ours`: the
-    checkpoint's evaluate() result on root, when already computed)."""
+    checkpoint's evaluate() result on root, when already computed). kind: "lr", TF-IDF + logistic regression
+    with C chosen on validation; "sgd", the same n-grams hashed and fitted by SGD, for tables too large for the
+    LR's grid."""
     try:
         import sklearn  # noqa: F401  (the optional [bench] extra)
     except ImportError:
         raise UserError("--baseline needs scikit-learn: pip install -e '.[bench]'") from None
     splits = checkpoint_splits(predictor, root)
     ours = ours or evaluate(predictor, root, batch_size)
-    baseline = fit_ngram_baseline(splits, refit=is_refit(predictor.data_settings))
+    baseline = BASELINES[kind](splits, refit=is_refit(predictor.data_settings))
     model_correct = torch.tensor(ours["correct"])
     baseline_correct = torch.tensor([p == language for p, (_, language) in
                                      zip(baseline["test_predictions"], splits["test"], strict=True)])
@@ -69,7 +74,9 @@ def compare_with_baseline(predictor: Predictor, root: str | Path, batch_size: in
     only_baseline = int((baseline_correct & ~model_correct).sum())
     low, high = bootstrap_margin(model_correct, baseline_correct)
     return {"size": len(splits["test"]), "model_acc": ours["accuracy"], "model_macro_f1": ours["macro_f1"],
-            "baseline_acc": baseline["test_acc"], "baseline_macro_f1": baseline["test_macro_f1"], "C": baseline["C"],
+            "baseline_acc": baseline["test_acc"], "baseline_macro_f1": baseline["test_macro_f1"], "kind": kind,
+            "setting": f"C={baseline['C']:g}" if kind == "lr" else f"alpha={baseline['alpha']:g}",
+            "model_precision_at": ours.get("precision_at"), "baseline_precision_at": baseline.get("precision_at"),
             "margin": ours["accuracy"] - baseline["test_acc"], "interval": [low, high],
             "only_model": only_model, "only_baseline": only_baseline, "p": mcnemar_p(only_model, only_baseline),
             "trained_on": baseline["trained_on"]}
@@ -77,12 +84,18 @@ def compare_with_baseline(predictor: Predictor, root: str | Path, batch_size: in
 
 def format_comparison(result: dict) -> str:
     low, high = (100 * x for x in result["interval"])
-    return "\n".join([
+    name = "n-gram LR " if result["kind"] == "lr" else "n-gram SGD"
+    lines = [
         f"paired comparison on the checkpoint's test split ({result['size']} names, the same for both):",
         f"  model       accuracy {result['model_acc']:.4f}   macro-F1 {result['model_macro_f1']:.4f}",
-        f"  n-gram LR   accuracy {result['baseline_acc']:.4f}   macro-F1 {result['baseline_macro_f1']:.4f}"
-        f"   (C={result['C']:g}, chosen on validation"
-        + ("; refitted on train + validation, as the model was)" if result.get("trained_on") == TRAINED_ON else ")"),
+        f"  {name}  accuracy {result['baseline_acc']:.4f}   macro-F1 {result['baseline_macro_f1']:.4f}"
+        f"   ({result['setting']}, chosen on validation"
+        + ("; refitted on train + validation, as the model was)" if result.get("trained_on") == TRAINED_ON else ")")]
+    if result["baseline_precision_at"]:
+        lines += [f"  {who}  precision@K " + "  ".join(f"{k}: {p:.4f}" for k, p in at.items()) for who, at in
+                  (("model     ", result["model_precision_at"]), (name, result["baseline_precision_at"]))]
+    return "\n".join([
+        *lines,
         f"  margin      {100 * result['margin']:+.2f} points of accuracy, 95% paired bootstrap interval "
         f"[{low:+.2f}, {high:+.2f}]",
         f"  disagreements: only the model right on {result['only_model']}, only the baseline on "

@@ -29,7 +29,10 @@ def normalize_name(name: str, mode: str = "ascii") -> str:
 
 
 def variant_key(name: str) -> str:
-    """What spellings of one name share: its letters and digits, case folded (O'Neill, Oneill -> oneill)."""
+    """What spellings of one name share: its letters and digits, case and accents folded (O'Neill, Oneill ->
+    oneill; José, Jose -> jose), so a table read with data.normalize=none keeps accented spellings together too."""
+    if not name.isascii():
+        name = "".join(c for c in unicodedata.normalize("NFD", name) if not unicodedata.combining(c))
     return "".join(c for c in name.casefold() if c.isalnum())
 
 
