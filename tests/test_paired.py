@@ -7,7 +7,7 @@ import re
 
 import pytest
 import torch
-from conftest import ROOT, run_script
+from conftest import ROOT, run_in_process, run_script
 
 from nameorigin.analysis.baseline import fit_ngram_baseline
 from nameorigin.analysis.evaluate import checkpoint_splits, evaluate
@@ -70,3 +70,32 @@ def test_baseline_without_evaluate_is_a_usage_error(trained):
     result = run_script([PREDICT, str(run / "checkpoints" / "best.ckpt"), "--baseline"], cwd=run)
     assert result.returncode == 2 and "--baseline compares on the test split" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_precision_at_k_sets_and_the_hashed_baseline_on_the_same_pairs(trained):
+    """precision@K counts each test pair once, as name2nat does; --baseline sgd is scored on the same pairs."""
+    run, corpus, _ = trained
+    checkpoint = run / "checkpoints" / "refit.ckpt"
+    predictor = Predictor.from_checkpoint(checkpoint)
+    test = checkpoint_splits(predictor, corpus)["test"]
+    ours = evaluate(predictor, corpus)
+    at = ours["precision_at"]
+    assert list(at) == [1, 2, 3, 4] and at[1] == pytest.approx(ours["accuracy"]) and at[4] == 1.0  # 4 labels
+    assert all(at[k] <= at[k + 1] for k in (1, 2, 3)) and 0 <= ours["ece"] < 0.5
+    answers = predictor.predict([name for name, _ in test], coverage=0.9, abstain=False)
+    covered = [label in answer.prediction_set for answer, (_, label) in zip(answers, test, strict=True)]
+    assert ours["set_coverage"] == pytest.approx(sum(covered) / len(test))
+    assert ours["set_size"] == pytest.approx(sum(len(a.prediction_set) for a in answers) / len(test))
+    top2 = [label in [lang for lang, _ in answer.predictions[:2]] for answer, (_, label) in
+            zip(predictor.predict([name for name, _ in test], top_k=2, abstain=False), test, strict=True)]
+    assert at[2] == pytest.approx(sum(top2) / len(test))
+
+    result = compare_with_baseline(predictor, corpus, ours=ours, kind="sgd")
+    assert result["setting"].startswith("alpha=") and result["trained_on"] == "train+val"
+    assert result["baseline_precision_at"][1] == pytest.approx(result["baseline_acc"])
+    assert result["margin"] == pytest.approx((result["only_model"] - result["only_baseline"]) / result["size"])
+    shown = run_in_process([PREDICT, str(checkpoint), "--evaluate", str(corpus), "--baseline", "sgd"], cwd=run)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert f"precision@K  1: {at[1]:.4f}  2: {at[2]:.4f}" in shown.stdout and "90% sets  coverage" in shown.stdout
+    assert f"n-gram SGD  accuracy {result['baseline_acc']:.4f}" in shown.stdout
+    assert f"n-gram SGD  precision@K  1: {result['baseline_acc']:.4f}" in shown.stdout

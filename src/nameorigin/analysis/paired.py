@@ -92,7 +92,7 @@ def format_comparison(result: dict) -> str:
         f"   ({result['setting']}, chosen on validation"
         + ("; refitted on train + validation, as the model was)" if result.get("trained_on") == TRAINED_ON else ")")]
     if result["baseline_precision_at"]:
-        lines += [f"  {who}  precision@K " + "  ".join(f"{k}: {p:.4f}" for k, p in at.items()) for who, at in
+        lines += [f"  {who}  precision@K  " + "  ".join(f"{k}: {p:.4f}" for k, p in at.items()) for who, at in
                   (("model     ", result["model_precision_at"]), (name, result["baseline_precision_at"]))]
     return "\n".join([
         *lines,
