@@ -6,9 +6,13 @@ by SGD (fit_hashed_baseline)."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from nameorigin.data.batching import TRAINED_ON
 from nameorigin.data.names import read_corpus, split_by_name
+
+if TYPE_CHECKING:
+    from sklearn.feature_extraction.text import HashingVectorizer
 
 
 def ngram_baseline(data: str, seed: int = 0) -> dict:
@@ -50,7 +54,7 @@ def fit_ngram_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = F
             "test_predictions": [str(p) for p in predicted]}
 
 
-def hashed_ngrams():  # noqa: ANN201  (sklearn is an optional extra)
+def hashed_ngrams() -> HashingVectorizer:
     """Character 1-4-grams within word boundaries, hashed into 2^20 columns, each row L2-normalized."""
     from sklearn.feature_extraction.text import HashingVectorizer
 
@@ -78,11 +82,15 @@ def fit_hashed_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = 
         model = SGDClassifier(loss="log_loss", alpha=alpha, max_iter=epochs, tol=None, n_jobs=-1, random_state=seed)
         return model.fit(x, y)
 
-    val_acc = {}
+    val_acc, best = {}, None  # one model kept at a time: each holds labels x 2^20 weights
     for alpha in alphas:
-        val_acc[alpha] = float((fit(alpha).predict(features["val"]) == gold["val"]).mean())
-    alpha = max(alphas, key=lambda a: val_acc[a])
-    model = fit(alpha, "train+val" if refit else "train")
+        model = fit(alpha)
+        val_acc[alpha] = float((model.predict(features["val"]) == gold["val"]).mean())
+        if best is None or val_acc[alpha] > val_acc[best[0]]:
+            best = alpha, model
+    alpha, model = best
+    if refit:
+        model = fit(alpha, "train+val")
     scores = model.decision_function(features["test"])
     column = {label: i for i, label in enumerate(model.classes_)}
     truth = np.array([column.get(label, -1) for label in gold["test"]])
