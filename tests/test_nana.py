@@ -118,3 +118,10 @@ def test_fetch_without_an_index_and_usage_errors_are_one_line(tmp_path):
     result = run_script([script, "--wheel", "w.whl", "--out", str(tmp_path)], cwd=tmp_path)
     assert result.returncode == 2 and result.stderr == f"error: --out {tmp_path} is a folder: pass the path of the " \
         "CSV to write\n"
+
+
+def test_the_card_names_labels_in_the_plural():
+    from nameorigin.training.card import plural
+
+    assert [plural(w) for w in ("nationality", "language", "day", "label")] == \
+        ["nationalities", "languages", "days", "labels"]

@@ -47,6 +47,13 @@ def reproduce_command() -> str:
     return " ".join(["python train.py", *map(shlex.quote, overrides)])
 
 
+LARGE_TABLE = 200_000  # training pairs past which the card points at the SGD baseline: the LR grid takes hours
+
+
+def plural(word: str) -> str:
+    return f"{word[:-1]}ies" if word.endswith("y") and word[-2:-1] not in "aeiou" else f"{word}s"
+
+
 def percent(value: Any) -> str:
     return "n/a" if value is None else f"{100 * float(value):.1f} %"
 
@@ -74,6 +81,7 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
     label = data.get("label_name", "language")
     table = "path" in manifest  # trained on a user's table, not the tutorial corpus' files
     shares = table and bool(manifest["columns"].get("share_columns"))
+    large = manifest.get("sizes", {}).get("train", 0) > LARGE_TABLE
     word = label if table else "language"
     what = ("language-of-origin classifier", "the language of origin of a surname", "languages") if not table \
         else (f"name classifier ({label})", f"the {label} of a name", f"{label} labels")
@@ -120,7 +128,7 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         (f"- Accuracy {percent(metrics.get('test/acc'))} against each name's majority {label}; log-loss against "
          f"the shares {metrics.get('test/loss', float('nan')):.4f}"
          if shares else
-         f"- Accuracy {percent(metrics.get('test/acc'))} (counting any of a name's {word}s as right: "
+         f"- Accuracy {percent(metrics.get('test/acc'))} (counting any of a name's {plural(word)} as right: "
          f"{percent(metrics.get('test/acc_any'))})")
         + (f"; over people (weighted by `{manifest['columns']['weight_column']}`) "
            f"{percent(metrics['test/acc_weighted'])}" if "test/acc_weighted" in metrics else "")
@@ -129,9 +137,12 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
            f"{metrics['test/macro_f1_in_pretrain']:.3f}; not found: accuracy "
            f"{percent(metrics['test/acc_not_in_pretrain'])}, macro-F1 {metrics['test/macro_f1_not_in_pretrain']:.3f}."]
           if "test/acc_in_pretrain" in metrics else []),
-        "- The reference on this same split is a logistic regression over character 1-4-grams: "
-        f"`python scripts/predict.py CKPT --evaluate {manifest.get('root', 'DIR')} --baseline` fits it (C chosen on "
-        f"validation{', then refitted on train + validation as this model was' if refitted else ''}) and compares "
+        ("- The reference on this same split is a logistic regression over hashed character 1-4-grams fitted by "
+         f"SGD: `python scripts/predict.py CKPT --evaluate {manifest.get('root', 'DIR')} --baseline sgd` fits it "
+         "(alpha chosen on " if large else
+         "- The reference on this same split is a logistic regression over character 1-4-grams: "
+         f"`python scripts/predict.py CKPT --evaluate {manifest.get('root', 'DIR')} --baseline` fits it (C chosen on ")
+        + f"validation{', then refitted on train + validation as this model was' if refitted else ''}) and compares "
         "the two on the same test names, with a paired bootstrap interval.", "",
         f"| {label} | test names | F1 |", "|---|---|---|",
     ]
