@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TINY, run_script, train_refused
+from conftest import ROOT, TINY, run_in_process, run_script, train_refused
 
 from nameorigin.cli.nana_table import main
 from nameorigin.data.nana import MEMBER, WHEEL
@@ -107,15 +107,16 @@ def test_a_missing_foreign_or_misshapen_wheel_is_refused_in_one_line(tmp_path, c
 
 
 def test_fetch_without_an_index_and_usage_errors_are_one_line(tmp_path):
-    """As a user sees it: a subprocess. pip with no index to reach fails at once, and says so in one line."""
+    """As a user sees it, a subprocess: pip with no index to reach fails at once, and says so in one line (the
+    usage errors run in this process)."""
     script = str(ROOT / "scripts" / "nana_table.py")
     result = run_script([script, "--fetch", "--out", str(tmp_path / "n.csv")], cwd=tmp_path,
                         env={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": ""})
     assert result.returncode == 2 and "pip could not download name2nat==0.5.1" in result.stderr
     assert result.stderr.count("\n") == 1 and not (tmp_path / "n.csv").exists()
-    result = run_script([script], cwd=tmp_path)
+    result = run_in_process([script], cwd=tmp_path)
     assert result.returncode == 2 and "one of the arguments --wheel --fetch is required" in result.stderr
-    result = run_script([script, "--wheel", "w.whl", "--out", str(tmp_path)], cwd=tmp_path)
+    result = run_in_process([script, "--wheel", "w.whl", "--out", str(tmp_path)], cwd=tmp_path)
     assert result.returncode == 2 and result.stderr == f"error: --out {tmp_path} is a folder: pass the path of the " \
         "CSV to write\n"
 
