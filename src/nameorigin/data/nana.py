@@ -41,7 +41,9 @@ class NoGlobals(pickle.Unpickler):
     """Builds only what the pickle protocol makes without a global (dicts, lists, strings, numbers): any request
     for a class or function, the way a pickle runs code, is refused before anything is called."""
 
-    source = "the pickle"
+    def __init__(self, raw: bytes, source: str):
+        super().__init__(io.BytesIO(raw))
+        self.source = source  # what the refusal names
 
     def find_class(self, module: str, name: str) -> None:
         raise UserError(f"{self.source} asks for {module}.{name}, which a table of names never needs: refused, "
@@ -60,10 +62,8 @@ def read_name2nats(wheel: Path) -> dict[str, list[str]]:
             raw = archive.read(MEMBER)
     except zipfile.BadZipFile:
         raise UserError(f"--wheel {wheel} is not a wheel (not a zip archive): pass {WHEEL}") from None
-    unpickler = NoGlobals(io.BytesIO(raw))
-    unpickler.source = f"{MEMBER} in {wheel}"
     try:
-        table = unpickler.load()
+        table = NoGlobals(raw, f"{MEMBER} in {wheel}").load()
     except UserError:
         raise
     except Exception as error:  # a truncated or corrupt pickle raises any of several types
