@@ -15,8 +15,10 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nameorigin.base.errors import UserError
+from nameorigin.config import Cell
 from nameorigin.data.names import NamesDataModule
 from nameorigin.model.calibration import calibrate
+from nameorigin.model.cells import CELLS, triton_cells
 from nameorigin.training import pipeline
 from nameorigin.training.module import NameClassifier
 
@@ -82,9 +84,10 @@ def refusal(corpus, override: str) -> str:
     ("model.dropout=nan", "model.dropout=nan must be a number in [0, 1)"),
     ("model.hidden_size=abc", "model.hidden_size=abc (Value 'abc' of type 'str' could not be converted to Integer"),
     ("model.hiden_size=8", "Key 'hiden_size' not in 'ModelConfig'"),
-    ("model.cell=transformer", "Invalid value 'transformer', expected one of [rnn, gru, lstm]"),
+    ("model.cell=transformer", f"Invalid value 'transformer', expected one of [{', '.join(Cell)}]"),
     ("model.impl=fast", "Invalid value 'fast', expected one of [autograd, bptt, triton]"),
-    ("model.impl=triton model.cell=rnn", "model.impl=triton runs the GRU and the LSTM (model.cell=rnn)"),
+    ("model.impl=triton model.cell=rnn",
+     f"model.impl=triton has kernels for {', '.join(triton_cells())} only, not model.cell=rnn: use model.impl=bptt"),
     ("model.impl=triton model.hidden_size=24", "model.hidden_size=24: model.impl=triton takes a power of two >= 16"),
     ("model.fast_path=always", "Invalid value 'always', expected one of [auto, on, off]"),
     ("data.normalize=nfc", "Invalid value 'nfc', expected one of [ascii, none]"),
@@ -149,18 +152,26 @@ def test_profiler_writes_its_report_into_the_run_folder(tmp_path):
 
 
 @pytest.mark.slow
-def test_multirun_sweeps_cells_into_one_sweep_folder(tmp_path):
+def test_multirun_sweeps_every_cell_into_one_sweep_folder_each_with_its_gradient_check(tmp_path):
+    """One job per cell of the registry: each trains, and its dashboard's split of the shared weights' gradient
+    by timestep adds up to `.grad`."""
     corpus = write_corpus(tmp_path / "names")
-    result = train(tmp_path, "-m", "model.cell=rnn,gru,lstm", f"data.root={corpus}", *TINY,
+    every_cell = [cell.value for cell in CELLS]
+    result = train(tmp_path, "-m", f"model.cell={','.join(every_cell)}", f"data.root={corpus}", *TINY,
                    "trainer.max_epochs=1", "test=false", timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     (sweep,) = (tmp_path / "outputs" / "multirun").glob("*/*")
-    jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit())
-    assert [j.name for j in jobs] == ["0", "1", "2"]
+    jobs = sorted((p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+    assert [j.name for j in jobs] == [str(i) for i in range(len(every_cell))]
     cells = [json.loads(json.dumps(OmegaConf.to_container(OmegaConf.load(j / ".hydra" / "config.yaml"))))
              ["model"]["cell"] for j in jobs]
-    assert cells == ["rnn", "gru", "lstm"]
+    assert cells == every_cell
     assert all((j / "checkpoints" / "last.ckpt").is_file() for j in jobs)
+    for job, cell in zip(jobs, cells, strict=True):
+        events = EventAccumulator(str(job / "tensorboard"), size_guidance={"scalars": 0}).Reload()
+        for weight in ("weight_ih", "weight_hh", "bias_hh"):
+            residuals = [e.value for e in events.Scalars(f"grad_accum/{weight}/residual")]
+            assert residuals and max(residuals) < 1e-5, (cell, weight, residuals)
 
 
 @pytest.mark.parametrize("impl, fast_path", [("autograd", "auto"), ("bptt", "on")])

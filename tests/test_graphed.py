@@ -13,6 +13,7 @@ from conftest import TINY, train_refused, write_corpus
 from nameorigin.config import ModelConfig
 from nameorigin.data.batching import OneLengthBatchSampler
 from nameorigin.data.names import NamesDataModule
+from nameorigin.model.cells import CELLS
 from nameorigin.training.graphed import GraphedSteps, device_rows
 from nameorigin.training.module import NameClassifier
 
@@ -49,7 +50,7 @@ def loss_and_grads(model: NameClassifier, batch, one_length: bool) -> tuple[torc
 
 
 @pytest.mark.parametrize("impl", ["autograd", "bptt"])
-@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
+@pytest.mark.parametrize("cell", list(CELLS))
 def test_the_static_step_gives_the_dynamic_steps_loss_and_gradients(tiny_split, cell, impl):
     """The fast path's batch is gathered on the device and runs unsorted, at a shape the host knows; the dynamic
     step collates on the host and sorts by length. Same names, same loss, same gradients, every weight."""

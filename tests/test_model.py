@@ -9,10 +9,11 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from nameorigin.base.errors import UserError
-from nameorigin.config import ModelConfig, NetConfig, TransferShape
-from nameorigin.model.charrnn import GATES, SHARED_WEIGHTS, CharRNN, build_net
+from nameorigin.config import Cell, ModelConfig, NetConfig, TransferShape
+from nameorigin.model.cells import CELLS
+from nameorigin.model.charrnn import SHARED_WEIGHTS, CharRNN, build_net
 
-TORCH_RNN = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
+EVERY_CELL = [cell.value for cell in CELLS]  # the registry: a new cell is tested here without editing this file
 IMPLS = ["autograd", "bptt"]  # model.impl=triton: tests/test_triton_loop.py, in the interpreter
 
 
@@ -33,11 +34,11 @@ def batch(vocab: int = 12, lengths=(7, 3, 5, 1, 7, 2), seed: int = 0):
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("cell", list(GATES))
+@pytest.mark.parametrize("cell", EVERY_CELL)
 def test_cell_loop_equals_torch_fused_rnn_on_outputs_and_gradients(cell, impl):
     torch.manual_seed(0)
     model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl)
-    reference = TORCH_RNN[cell](8, 16, batch_first=True)
+    reference = CELLS[cell].torch_reference(8, 16, batch_first=True)
     with torch.no_grad():
         for name in SHARED_WEIGHTS:
             getattr(reference, f"{name}_l0").copy_(getattr(model.cell, name))
@@ -47,7 +48,7 @@ def test_cell_loop_equals_torch_fused_rnn_on_outputs_and_gradients(cell, impl):
     (ours * weights).sum().backward()
     packed = pack_padded_sequence(model.embedding(tokens), lengths, batch_first=True, enforce_sorted=False)
     _, final = reference(packed)
-    theirs = (final[0] if cell == "lstm" else final)[0]
+    theirs = (final[0] if isinstance(final, tuple) else final)[0]  # (h, c) for a cell with memory
     (theirs * weights).sum().backward()
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
     for name in SHARED_WEIGHTS:
@@ -56,7 +57,7 @@ def test_cell_loop_equals_torch_fused_rnn_on_outputs_and_gradients(cell, impl):
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("cell", list(GATES))
+@pytest.mark.parametrize("cell", EVERY_CELL)
 @pytest.mark.parametrize("embedding_dim", [0, 4])
 def test_gradcheck_float64(cell, embedding_dim, impl):
     torch.manual_seed(0)
@@ -71,7 +72,7 @@ def test_gradcheck_float64(cell, embedding_dim, impl):
     assert torch.autograd.gradcheck(logits, tuple(p.detach().requires_grad_() for p in params))
 
 
-@pytest.mark.parametrize("cell", list(GATES))
+@pytest.mark.parametrize("cell", EVERY_CELL)
 @pytest.mark.parametrize("embedding_dim", [0, 8])
 def test_inference_path_equals_the_training_path(cell, embedding_dim):
     """bptt.final_state (table gathers, tanh as 2 sigmoid(2x) - 1, folded biases) against the autograd loop."""
@@ -86,7 +87,7 @@ def test_inference_path_equals_the_training_path(cell, embedding_dim):
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("cell", list(GATES))
+@pytest.mark.parametrize("cell", EVERY_CELL)
 def test_bf16_autocast_keeps_the_recurrence_in_float32(cell, impl):
     """trainer=gpu trains under bf16 autocast: the recurrent state must not be rounded to bf16 (nor crash
     bptt.py's float32 buffers, as the inference path once did on the GPU), while the heads may run in bf16."""
@@ -110,7 +111,7 @@ def test_bf16_autocast_keeps_the_recurrence_in_float32(cell, impl):
 
 
 def test_the_config_refuses_an_unknown_cell_or_impl_and_a_bad_size():
-    with pytest.raises(UserError, match="model.cell='transformer' is not one of rnn, gru, lstm"):
+    with pytest.raises(UserError, match=f"model.cell='transformer' is not one of {', '.join(Cell)}$"):
         NetConfig(cell="transformer")
     with pytest.raises(UserError, match="model.impl='fast' is not one of autograd, bptt"):
         NetConfig(impl="fast")
@@ -151,7 +152,7 @@ def unrolled_contributions(model: CharRNN, tokens, lengths, weights):
 
 @pytest.mark.parametrize("embedding_dim", [0, 8])
 @pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("cell", list(GATES))
+@pytest.mark.parametrize("cell", EVERY_CELL)
 def test_per_step_contributions_match_unrolled_copies_and_sum_to_grad(cell, impl, embedding_dim):
     torch.manual_seed(1)
     model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=embedding_dim, impl=impl)
@@ -179,7 +180,7 @@ def test_capture_is_off_by_default_and_does_not_change_results():
     torch.testing.assert_close(model(tokens, lengths, capture=True), plain)
 
 
-@pytest.mark.parametrize("cell", list(GATES))
+@pytest.mark.parametrize("cell", EVERY_CELL)
 def test_bptt_equals_the_autograd_reference(cell):
     torch.manual_seed(2)
     reference = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8)

@@ -17,6 +17,7 @@ import torch
 from conftest import TINY, run_dirs, train, train_refused, write_corpus
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from nameorigin.config import Cell
 from nameorigin.training.module import NameClassifier
 
 
@@ -129,7 +130,7 @@ def test_tensorboard_server_serves_the_run(trained):
     (lambda d: d.write_text("Abe\n"), None, "names is a file: pass the folder of <Language>.txt files"),
     (lambda d: write_corpus(d), "paths.log_dir=/proc/nameorigin", "cannot create the run folder /proc/nameorigin"),
     (lambda d: (write_corpus(d), (d / "Greek.txt").write_bytes(b"Alpha\n\xff\n")), None, "Greek.txt:2 is not UTF-8"),
-    (lambda d: write_corpus(d), "model.cell=transformer", "expected one of [rnn, gru, lstm]"),
+    (lambda d: write_corpus(d), "model.cell=transformer", f"expected one of [{', '.join(Cell)}]"),
     (lambda d: write_corpus(d), "model.hidden_size=-4", "model.hidden_size=-4 must be a whole number >= 1"),
     (lambda d: write_corpus(d), "model.hidden_size=abc", "Value 'abc' of type 'str' could not be converted to Integer"),
     (lambda d: write_corpus(d), "test=maybe", "Value 'maybe' is not a valid bool"),

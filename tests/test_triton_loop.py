@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from nameorigin.config import ModelConfig
+from nameorigin.model.cells import triton_cells
 from nameorigin.model.charrnn import build_net
 
 pytest.importorskip("triton")
@@ -26,7 +27,7 @@ def pair(hidden: int, cell: str = "gru", vocab: int = 11, classes: int = 4) -> t
 
 
 @pytest.mark.parametrize("hidden", [16, 128])  # one tile; two tiles of 64 each way, so the loops over tiles run
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", triton_cells())
 def test_the_fused_loop_matches_the_reference_cell_on_states_and_gradients(cell, hidden):
     reference, fused = pair(hidden, cell)
     torch.manual_seed(1)
@@ -46,7 +47,7 @@ def test_the_fused_loop_matches_the_reference_cell_on_states_and_gradients(cell,
         torch.testing.assert_close(grad, expected_grads[name], rtol=1e-5, atol=1e-5, msg=name)
 
 
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", triton_cells())
 def test_the_check_can_fail_a_wrong_recurrent_weight_shows(cell):
     reference, fused = pair(16, cell)
     with torch.no_grad():

@@ -35,6 +35,8 @@ class Choice(str, Enum):
 
 
 class Cell(Choice):
+    """model.cell: each member is a module of nameorigin.model.cells, named as its word, stating the whole cell."""
+
     rnn = "rnn"
     gru = "gru"
     lstm = "lstm"
@@ -43,7 +45,7 @@ class Cell(Choice):
 class Impl(Choice):
     autograd = "autograd"  # the plain loop: the reference
     bptt = "bptt"  # the hand-written backward through time (nameorigin.model.bptt)
-    triton = "triton"  # the GRU or LSTM time loop inside one Triton kernel (nameorigin.model.triton_loop)
+    triton = "triton"  # a cell's time loop inside one Triton kernel (nameorigin.model.triton_loop)
 
 
 class FastPath(Choice):
@@ -120,8 +122,6 @@ class NetConfig:
         whole("model.ngram_max", self.ngram_max, 1)
         rate("model.dropout", self.dropout)
         rate("model.input_dropout", self.input_dropout)
-        if self.impl == Impl.triton and self.cell == Cell.rnn:
-            raise UserError("model.impl=triton runs the GRU and the LSTM (model.cell=rnn): use model.impl=bptt for it")
         if self.impl == Impl.triton and (self.hidden_size < 16 or self.hidden_size & (self.hidden_size - 1)):
             raise UserError(f"model.hidden_size={self.hidden_size}: model.impl=triton takes a power of two >= 16 "
                             "(its tiles)")

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nameorigin.analysis.speed import FusedClassifier, alternate, char_rnn, make_batches, train_run
+from nameorigin.model.cells import cell_spec
 
 
 def graphed_train_run(model: nn.Module, batches: list[tuple], device: str, warmup: int = 2) -> float:
@@ -67,7 +68,7 @@ def bench_fast_path(args: argparse.Namespace, names: list[str], vocab: int) -> d
     results = {}
     for cell in args.cells.split(","):
         torch.manual_seed(0)
-        impls = ["bptt", *(["triton"] if cell in ("gru", "lstm") and find_spec("triton") else [])]
+        impls = ["bptt", *(["triton"] if cell_spec(cell).triton and find_spec("triton") else [])]
         runs = {"fused torch": (FusedClassifier(cell, vocab, 18, args.hidden_size, args.embedding_dim), train_run)}
         for impl in impls:
             model = char_rnn(vocab, cell, args.hidden_size, args.embedding_dim, impl)

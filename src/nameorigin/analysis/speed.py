@@ -16,6 +16,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from nameorigin.config import ModelConfig
+from nameorigin.model.cells import cell_spec
 from nameorigin.model.charrnn import CharRNN
 
 
@@ -53,12 +54,13 @@ def char_rnn(vocab: int, cell: str, hidden_size: int, embedding_dim: int, impl: 
 
 
 class FusedClassifier(nn.Module):
-    """torch's cuDNN/oneDNN-backed nn.RNN/GRU/LSTM on packed sequences: the speed to match."""
+    """The cell's torch reference (cuDNN/oneDNN-backed nn.RNN, nn.GRU, nn.LSTM) on packed sequences: the speed to
+    match."""
 
     def __init__(self, cell: str, vocab: int, classes: int, hidden: int, embedding: int):
         super().__init__()
         self.embedding = nn.Embedding(vocab, embedding, padding_idx=0)
-        self.rnn = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}[cell](embedding, hidden, batch_first=True)
+        self.rnn = cell_spec(cell).torch_reference(embedding, hidden, batch_first=True)
         self.head = nn.Linear(hidden, classes)
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -25,13 +25,14 @@ import torch.nn.functional as F
 from nameorigin.analysis.fast_path import bench_fast_path
 from nameorigin.analysis.speed import FusedClassifier, TutorialRNN, alternate, char_rnn, make_batches, train_run
 from nameorigin.base.errors import UserError, exits_2_on_user_error
-from nameorigin.config import plain
-from nameorigin.model.charrnn import GATES
+from nameorigin.config import Cell, ModelConfig, plain
+from nameorigin.model.cells import CELLS
 from nameorigin.serving.predict import resolve_device
 
 # The accuracy part runs the checkout's train.py (src/nameorigin/cli/ -> the repository root).
 TRAIN = Path(__file__).resolve().parents[3] / "train.py"
 PARTS = ("train", "tutorial", "logging", "predict", "accuracy")
+DEFAULT_CELL = ModelConfig().cell
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -46,7 +47,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batches", type=int, default=40, help="training batches per timed run (default 40)")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per contender (default 5)")
     parser.add_argument("--every-n-steps", type=int, default=50, help="grad-accumulation logging interval")
-    parser.add_argument("--cells", default="rnn,gru,lstm", help="comma-separated cells (default rnn,gru,lstm)")
+    parser.add_argument("--cells", default=",".join(CELLS),
+                        help=f"comma-separated cells (default {','.join(CELLS)}: every cell of the registry)")
     parser.add_argument("--skip", default="",
                         help=f"comma-separated parts to skip: {','.join(PARTS)}")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
@@ -98,13 +100,13 @@ def bench_training(args: argparse.Namespace, names: list[str]) -> dict:
 
 
 def bench_logging(args: argparse.Namespace, names: list[str]) -> dict:
-    """Overhead of the gradient-accumulation logger's work at its interval, on the default (gru) model."""
+    """Overhead of the gradient-accumulation logger's work at its interval, on the default model's cell."""
     vocab = 60
     batches = make_batches(names, args.batch_size, max(args.batches, args.every_n_steps), vocab, seed=1)
     results = {}
     for impl in ("autograd", "bptt"):
         torch.manual_seed(0)
-        model = char_rnn(vocab, "gru", args.hidden_size, args.embedding_dim, impl).to(args.device)
+        model = char_rnn(vocab, DEFAULT_CELL, args.hidden_size, args.embedding_dim, impl).to(args.device)
         speeds = alternate({"off": lambda m=model: train_run(m, batches, args.device),
                             "on": lambda m=model: train_run(m, batches, args.device, args.every_n_steps)},
                            args.repeats)
@@ -129,7 +131,7 @@ def bench_tutorial(args: argparse.Namespace, names: list[str], sample: int = 500
                 p.add_(p.grad, alpha=-0.005)
     tutorial = sample / (time.perf_counter() - start)
     batches = make_batches(names, args.batch_size, args.batches, vocab, seed=2)
-    batched = char_rnn(vocab, "rnn", 128, 0, "bptt").to(args.device)
+    batched = char_rnn(vocab, Cell.rnn, 128, 0, "bptt").to(args.device)
     same_model = statistics.median(train_run(batched, batches, args.device) for _ in range(args.repeats))
     return {"names_per_s": tutorial, "same_model_batched_names_per_s": same_model}
 
@@ -139,8 +141,8 @@ def bench_predict(args: argparse.Namespace, names: list[str], count: int = 100_0
 
     torch.manual_seed(0)
     vocab = ["<pad>", "<unk>", *sorted({c for n in names for c in n})]
-    # The default model: GRU with the hashed n-gram head.
-    net = char_rnn(len(vocab), "gru", args.hidden_size, args.embedding_dim, ngram_buckets=args.ngram_buckets)
+    # The default model: its cell with the hashed n-gram head.
+    net = char_rnn(len(vocab), DEFAULT_CELL, args.hidden_size, args.embedding_dim, ngram_buckets=args.ngram_buckets)
     predictor = Predictor(net, vocab, [f"L{i}" for i in range(18)], device=args.device)
     many = (names * (count // len(names) + 1))[:count]
 
@@ -225,14 +227,14 @@ def table(results: dict, args: argparse.Namespace) -> str:
         for cell, rows in results["train"].items():
             for name, row in rows.items():
                 lines.append(f"  {cell} {name:<22}{row['names_per_s']:>10.0f}{row['vs_fused']:>9.2f}x")
-        default_model = results["train"].get("gru", {}).get("loop (bptt)", {}).get("names_per_s")
+        default_model = results["train"].get(DEFAULT_CELL.value, {}).get("loop (bptt)", {}).get("names_per_s")
     if "tutorial" in results:
         speed, same = results["tutorial"]["names_per_s"], results["tutorial"]["same_model_batched_names_per_s"]
         lines += ["", f"the tutorial's loop, one name per step: {speed:.0f} names/s",
                   f"  same model (Elman, one-hot, hidden 128) batched through the cell loop: {same:.0f} names/s, "
                   f"{same / speed:.0f}x"]
         if default_model:
-            lines.append(f"  the default model (GRU 256, bptt): {default_model:.0f} names/s, "
+            lines.append(f"  the default model ({DEFAULT_CELL} {args.hidden_size}, bptt): {default_model:.0f} names/s, "
                          f"{default_model / speed:.0f}x")
     if "logging" in results:
         lines += ["", f"grad-accumulation logging every {args.every_n_steps} steps (gru):"]
@@ -267,9 +269,9 @@ def table(results: dict, args: argparse.Namespace) -> str:
 @exits_2_on_user_error
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    unknown = [c for c in args.cells.split(",") if c not in GATES]
+    unknown = [c for c in args.cells.split(",") if c not in CELLS]
     if unknown:
-        print(f"error: --cells {','.join(unknown)}: choose from {', '.join(GATES)}", file=sys.stderr)
+        print(f"error: --cells {','.join(unknown)}: choose from {', '.join(CELLS)}", file=sys.stderr)
         return 2
     if args.data:
         # train.py runs in a scratch folder for the accuracy part, so a relative --data must be made absolute.

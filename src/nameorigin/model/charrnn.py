@@ -17,24 +17,25 @@ import torch.nn.functional as F
 from torch import nn
 
 from nameorigin.base.errors import UserError
-from nameorigin.config import Impl, ModelConfig, NetConfig, TransferShape, from_plain
+from nameorigin.config import Cell, Impl, ModelConfig, NetConfig, TransferShape, from_plain
 from nameorigin.model.bptt import CellLoop, final_state
 from nameorigin.model.capture import StepCapture
+from nameorigin.model.cells import cell_spec, check_cell
 from nameorigin.model.ngram import NgramHead
 from nameorigin.model.transfer_parts import TransferParts
 
-GATES = {"rnn": 1, "gru": 3, "lstm": 4}
 SHARED_WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 
 
 class RecurrentCell(nn.Module):
-    """Elman RNN (tanh), GRU or LSTM cell with torch's parameter layout, so weights copy to/from nn.RNN/GRU/LSTM."""
+    """One cell of the registry (nameorigin.model.cells) with torch's parameter layout, so weights copy to and from
+    its `torch_reference` (nn.RNN, nn.GRU, nn.LSTM, ...)."""
 
-    def __init__(self, kind: str, input_size: int, hidden_size: int):
+    def __init__(self, kind: Cell | str, input_size: int, hidden_size: int):
         super().__init__()
-        self.kind = str(kind)
+        self.kind, self.spec = Cell(kind), cell_spec(kind)
         self.hidden_size = hidden_size
-        rows = GATES[kind] * hidden_size
+        rows = self.spec.gates * hidden_size
         self.weight_ih = nn.Parameter(torch.empty(rows, input_size))
         self.weight_hh = nn.Parameter(torch.empty(rows, hidden_size))
         self.bias_ih = nn.Parameter(torch.empty(rows))
@@ -45,20 +46,10 @@ class RecurrentCell(nn.Module):
 
     def step(self, gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor,
              c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One timestep from the input projection `gi` and the recurrent projection `gh` (biases included).
-        The reference statement of each cell's equations: bptt.py's fused forms and export.py's scan are tested
-        against it. The state is always (h, c); only the LSTM uses c."""
-        if self.kind == "rnn":
-            return torch.tanh(gi + gh), c
-        if self.kind == "gru":
-            i_r, i_z, i_n = gi.chunk(3, dim=1)
-            h_r, h_z, h_n = gh.chunk(3, dim=1)
-            reset, update = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
-            candidate = torch.tanh(i_n + reset * h_n)
-            return candidate + update * (h - candidate), c
-        i, f, g, o = (gi + gh).chunk(4, dim=1)
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        return torch.sigmoid(o) * torch.tanh(c), c
+        """One timestep from the input projection `gi` and the recurrent projection `gh` (biases included): the
+        cell's reference step, which the BPTT loops and the exported scan are tested against. The state is always
+        (h, c); only a cell with memory (the LSTM) uses c."""
+        return self.spec.step(gi, gh, h, c)
 
 
 def batch_tokens(encoded: Sequence[Sequence[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -113,21 +104,21 @@ def bptt_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor, record:
     else:
         tokens, lengths, unsort, batch_sizes = sort_longest_first(tokens, lengths)
     cell = net.cell
-    fold = cell.kind != "gru"  # rnn/lstm gates see gi + gh: bias_hh joins the input projection
+    fold = cell.spec.folds_bias  # every gate sees gi + gh: bias_hh joins the input projection
     # Time-major from the start ([T, B, ...]), so the loop's per-step slices need no transposed copy.
     gi, x = net.input_projection(tokens.t(), record is not None, fold_recurrent_bias=fold)
     if record is not None:
         record.lengths, record.inputs = lengths.detach(), x.detach().transpose(0, 1)
         record.watch_input_projection(gi, time_major=True)
-    final = CellLoop.apply(gi, cell.weight_hh, None if fold else cell.bias_hh, cell.kind, lengths, batch_sizes,
+    final = CellLoop.apply(gi, cell.weight_hh, None if fold else cell.bias_hh, cell.spec, lengths, batch_sizes,
                            record)
     return final if unsort is None else final[unsort]
 
 
 def triton_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor, record: StepCapture | None,
                 one_length: bool = False) -> torch.Tensor:
-    """model.impl=triton (GRU, LSTM): nameorigin.model.triton_loop, the whole loop in one kernel each way; rows in
-    any order."""
+    """model.impl=triton (the cells with `triton`): nameorigin.model.triton_loop, the whole loop in one kernel each
+    way; rows in any order."""
     if not (tokens.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
         raise UserError("model.impl=triton runs on a CUDA device (or the CPU under TRITON_INTERPRET=1, for tests): "
                         "use trainer=gpu, or model.impl=bptt on the CPU")
@@ -139,7 +130,7 @@ def triton_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor, recor
     if record is not None:
         record.lengths, record.inputs = lengths.detach(), x.detach().transpose(0, 1)
         record.watch_input_projection(gi, time_major=True)
-    return TritonLoop.apply(gi, net.cell.weight_hh, net.cell.bias_hh, lengths, net.cell.kind, record)
+    return TritonLoop.apply(gi, net.cell.weight_hh, net.cell.bias_hh, lengths, net.cell.spec, record)
 
 
 LOOPS: dict[str, Callable[..., torch.Tensor]] = {Impl.autograd: autograd_loop, Impl.bptt: bptt_loop,
@@ -158,6 +149,7 @@ class CharRNN(nn.Module):
         super().__init__()
         self.config, self.vocab_size = config, vocab_size
         hidden, embedding_dim = config.hidden_size, config.embedding_dim
+        check_cell(config)
         self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0) if embedding_dim else None
         self.cell = RecurrentCell(config.cell, embedding_dim or vocab_size, hidden)
         self.loop = LOOPS[config.impl]  # the training loop, chosen once
@@ -200,7 +192,7 @@ class CharRNN(nn.Module):
         tokens, _, unsort, batch_sizes = sort_longest_first(tokens, lengths)
         cell = self.cell
         table = self.projection_table(cell.bias_ih)
-        return final_state(cell.kind, table, tokens.t(), cell.weight_hh, cell.bias_hh, batch_sizes)[unsort]
+        return final_state(cell.spec, table, tokens.t(), cell.weight_hh, cell.bias_hh, batch_sizes)[unsort]
 
     def readout(self, h: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Raw logits from the last state (and, for the n-gram head and known names, the tokens)."""

@@ -1,4 +1,4 @@
-"""model.impl=triton: the GRU's or the LSTM's time loop inside one Triton kernel, forward and backward.
+"""model.impl=triton: a cell's time loop inside one Triton kernel, forward and backward (the GRU's and the LSTM's).
 
 bptt.py launches a handful of kernels per character; here each program owns a block of names and walks every
 step itself, so a batch is two launches (forward, backward) plus the one product that gives the recurrent
@@ -17,6 +17,8 @@ there and TF32 on the GPU.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -215,13 +217,53 @@ def _tiles(hidden: int) -> dict[str, Any]:
     return {"ROWS": ROWS, "H": hidden, "BN": tile, "BK": tile, "PRECISION": precision}
 
 
+@dataclass(frozen=True)
+class Kernels:
+    """One cell's launches (its module in nameorigin.model.cells names them in `triton_kernels`).
+    forward(grid, tiles, gi, w_t, bias_hh, lengths, hs, acts, steps, batch) fills hs and acts and returns what
+    else its backward reads; backward(grid, tiles, dh, hs, acts, extra, w_hh, lengths, steps, batch) returns
+    dL/d(gi) and dL/d(gh), [T, B, G*H] each."""
+
+    forward: Callable[..., torch.Tensor]
+    backward: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+
+
+def _launch_gru_forward(grid, tiles, gi, w_t, bias, lengths, hs, acts, steps, batch) -> torch.Tensor:
+    ghn = gi.new_empty(steps, batch, hs.shape[-1])  # the candidate's recurrent term per step
+    _gru_forward[grid](gi, w_t, bias, lengths, hs, acts, ghn, steps, batch, **tiles)
+    return ghn
+
+
+def _launch_gru_backward(grid, tiles, dh, hs, acts, ghn, w_hh, lengths, steps, batch) -> tuple[torch.Tensor, ...]:
+    grad_gi, grad_gh = torch.empty_like(acts), torch.empty_like(acts)
+    _gru_backward[grid](dh, hs, acts, ghn, w_hh, lengths, grad_gi, grad_gh, steps, batch, **tiles)
+    return grad_gi, grad_gh
+
+
+def _launch_lstm_forward(grid, tiles, gi, w_t, bias, lengths, hs, acts, steps, batch) -> torch.Tensor:
+    cs = gi.new_empty(steps + 1, batch, hs.shape[-1])  # the cell state c_t, c_{-1} = 0
+    cs[0] = 0
+    _lstm_forward[grid](gi, w_t, bias, lengths, hs, cs, acts, steps, batch, **tiles)
+    return cs
+
+
+def _launch_lstm_backward(grid, tiles, dh, hs, acts, cs, w_hh, lengths, steps, batch) -> tuple[torch.Tensor, ...]:
+    grad_pre = torch.empty_like(acts)  # the LSTM's gates see gi + gh: one gradient for both
+    _lstm_backward[grid](dh, torch.zeros_like(dh), cs, acts, w_hh, lengths, grad_pre, steps, batch, **tiles)
+    return grad_pre, grad_pre
+
+
+GRU = Kernels(_launch_gru_forward, _launch_gru_backward)
+LSTM = Kernels(_launch_lstm_forward, _launch_lstm_backward)
+
+
 class TritonLoop(torch.autograd.Function):
     """Final hidden state of a batch (any row order). gi: [T, B, G*H] time-major input projections (bias_ih in);
-    weight_hh: [G*H, H]; bias_hh: [G*H]; lengths: [B] on gi's device; kind: "gru" or "lstm"."""
+    weight_hh: [G*H, H]; bias_hh: [G*H]; lengths: [B] on gi's device; cell: a CellSpec with `triton`."""
 
     @staticmethod
     def forward(ctx: Any, gi: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor, lengths: torch.Tensor,
-                kind: str, record: Any) -> torch.Tensor:
+                cell: Any, record: Any) -> torch.Tensor:
         steps, batch, gates = gi.shape
         hidden = weight_hh.shape[1]
         gi = gi.float().contiguous()
@@ -229,17 +271,11 @@ class TritonLoop(torch.autograd.Function):
         hs[0] = 0
         acts = gi.new_empty(steps, batch, gates)
         lengths = lengths.to(device=gi.device, dtype=torch.int32).contiguous()
-        grid, tiles = (triton.cdiv(batch, ROWS),), _tiles(hidden)
-        w_t, bias = weight_hh.t().contiguous(), bias_hh.contiguous()
-        if kind == "gru":  # extra: the candidate's recurrent term per step
-            extra = gi.new_empty(steps, batch, hidden)
-            _gru_forward[grid](gi, w_t, bias, lengths, hs, acts, extra, steps, batch, **tiles)
-        else:  # extra: the cell state c_t, c_{-1} = 0
-            extra = gi.new_empty(steps + 1, batch, hidden)
-            extra[0] = 0
-            _lstm_forward[grid](gi, w_t, bias, lengths, hs, extra, acts, steps, batch, **tiles)
+        kernels = cell.triton_kernels()
+        extra = kernels.forward((triton.cdiv(batch, ROWS),), _tiles(hidden), gi, weight_hh.t().contiguous(),
+                                bias_hh.contiguous(), lengths, hs, acts, steps, batch)
         ctx.save_for_backward(hs, acts, extra, weight_hh, lengths)
-        ctx.kind, ctx.record = kind, record
+        ctx.kernels, ctx.record = kernels, record
         return hs[steps]
 
     @staticmethod
@@ -247,15 +283,8 @@ class TritonLoop(torch.autograd.Function):
         hs, acts, extra, weight_hh, lengths = ctx.saved_tensors
         steps, batch, gates = acts.shape
         dh = grad_h.float().contiguous().clone()
-        grid, tiles = (triton.cdiv(batch, ROWS),), _tiles(weight_hh.shape[1])
-        if ctx.kind == "gru":
-            grad_gi, grad_gh = torch.empty_like(acts), torch.empty_like(acts)
-            _gru_backward[grid](dh, hs, acts, extra, weight_hh.contiguous(), lengths, grad_gi, grad_gh, steps, batch,
-                                **tiles)
-        else:  # the LSTM's gates see gi + gh: one gradient for both
-            grad_gi = grad_gh = torch.empty_like(acts)
-            _lstm_backward[grid](dh, torch.zeros_like(dh), extra, acts, weight_hh.contiguous(), lengths, grad_gh,
-                                 steps, batch, **tiles)
+        grad_gi, grad_gh = ctx.kernels.backward((triton.cdiv(batch, ROWS),), _tiles(weight_hh.shape[1]), dh, hs, acts,
+                                                extra, weight_hh.contiguous(), lengths, steps, batch)
         # Every use's gradient at once, as in bptt.py: one product over all (step, name) rows.
         grad_w = grad_gh.reshape(-1, gates).t() @ hs[:-1].reshape(-1, hs.shape[-1])
         if ctx.record is not None:  # the per-step pieces for the gradient-accumulation logger

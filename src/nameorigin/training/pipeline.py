@@ -21,6 +21,7 @@ from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig, check_run, shape_fields
 from nameorigin.data.batching import is_refit
 from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate
+from nameorigin.model.cells import check_cell
 from nameorigin.training import graphed, refit, transfer
 from nameorigin.training.abstention import fit_abstention
 from nameorigin.training.card import write_model_card
@@ -113,7 +114,9 @@ def typed_settings(cfg: DictConfig) -> ModelConfig:
     for group in ("data", "calibration", "refit", "card"):
         OmegaConf.to_object(cfg[group])
     check_run(cfg)
-    return OmegaConf.to_object(cfg.model)
+    model_config = OmegaConf.to_object(cfg.model)
+    check_cell(model_config)
+    return model_config
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
