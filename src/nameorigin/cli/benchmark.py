@@ -223,10 +223,10 @@ def table(results: dict, args: argparse.Namespace) -> str:
              f"hidden {args.hidden_size}, embedding {args.embedding_dim}, median of {args.repeats}", ""]
     default_model = None
     if "train" in results:
-        lines.append(f"{'training throughput':<28}{'names/s':>10}{'vs fused':>10}")
+        lines.append(f"{'training throughput':<32}{'names/s':>10}{'vs fused':>10}")
         for cell, rows in results["train"].items():
             for name, row in rows.items():
-                lines.append(f"  {cell} {name:<22}{row['names_per_s']:>10.0f}{row['vs_fused']:>9.2f}x")
+                lines.append(f"  {cell + ' ' + name:<30}{row['names_per_s']:>10.0f}{row['vs_fused']:>9.2f}x")
         default_model = results["train"].get(DEFAULT_CELL.value, {}).get("loop (bptt)", {}).get("names_per_s")
     if "tutorial" in results:
         speed, same = results["tutorial"]["names_per_s"], results["tutorial"]["same_model_batched_names_per_s"]
