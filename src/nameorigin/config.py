@@ -38,6 +38,7 @@ class Cell(Choice):
     """model.cell: each member is a module of nameorigin.model.cells, named as its word, stating the whole cell."""
 
     rnn = "rnn"
+    rnn_relu = "rnn_relu"
     gru = "gru"
     lstm = "lstm"
 
