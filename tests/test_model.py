@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -12,6 +13,7 @@ from nameorigin.base.errors import UserError
 from nameorigin.config import Cell, ModelConfig, NetConfig, TransferShape
 from nameorigin.model.cells import CELLS
 from nameorigin.model.charrnn import SHARED_WEIGHTS, CharRNN, build_net
+from nameorigin.model.loops import reverse_within_length
 
 EVERY_CELL = [cell.value for cell in CELLS]  # the registry: a new cell is tested here without editing this file
 IMPLS = ["autograd", "bptt"]  # model.impl=triton: tests/test_triton_loop.py, in the interpreter
@@ -33,35 +35,48 @@ def batch(vocab: int = 12, lengths=(7, 3, 5, 1, 7, 2), seed: int = 0):
     return tokens, lengths
 
 
+TORCH_SUFFIX = {"cell": "_l0", "cell_reverse": "_l0_reverse"}  # torch's names of each direction's weights
+
+
+@pytest.mark.parametrize("directions", [1, 2])
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("cell", EVERY_CELL)
-def test_cell_loop_equals_torch_fused_rnn_on_outputs_and_gradients(cell, impl):
+def test_cell_loop_equals_torch_fused_rnn_on_outputs_and_gradients(cell, impl, directions):
+    """Against the cell's torch class, bidirectional for two directions: torch's backward direction also reads
+    each packed name from its last character, so its final state is the one after the first character."""
     torch.manual_seed(0)
-    model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl)
-    reference = CELLS[cell].torch_reference(8, 16, batch_first=True)
+    model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl, directions=directions)
+    reference = CELLS[cell].torch_reference(8, 16, batch_first=True, bidirectional=directions == 2)
     with torch.no_grad():
-        for name in SHARED_WEIGHTS:
-            getattr(reference, f"{name}_l0").copy_(getattr(model.cell, name))
+        for (name, ours), weight in itertools.product(model.named_cells(), SHARED_WEIGHTS):
+            getattr(reference, weight + TORCH_SUFFIX[name]).copy_(getattr(ours, weight))
     tokens, lengths = batch()
-    weights = torch.randn(len(lengths), 16)
+    weights = torch.randn(len(lengths), 16 * directions)
     ours = model.encode(tokens, lengths)
     (ours * weights).sum().backward()
     packed = pack_padded_sequence(model.embedding(tokens), lengths, batch_first=True, enforce_sorted=False)
     _, final = reference(packed)
-    theirs = (final[0] if isinstance(final, tuple) else final)[0]  # (h, c) for a cell with memory
+    final = final[0] if isinstance(final, tuple) else final  # (h, c) for a cell with memory
+    theirs = torch.cat(list(final), dim=-1)  # [directions, B, H] -> [B, directions * H]
     (theirs * weights).sum().backward()
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
-    for name in SHARED_WEIGHTS:
-        torch.testing.assert_close(getattr(model.cell, name).grad, getattr(reference, f"{name}_l0").grad,
-                                   atol=1e-5, rtol=0)
+    for (name, cell_module), weight in itertools.product(model.named_cells(), SHARED_WEIGHTS):
+        torch.testing.assert_close(getattr(cell_module, weight).grad,
+                                   getattr(reference, weight + TORCH_SUFFIX[name]).grad, atol=1e-5, rtol=0)
+
+
+def test_reading_backwards_reverses_each_name_within_its_length():
+    tokens, lengths = torch.tensor([[2, 3, 4, 0], [5, 6, 7, 8], [9, 0, 0, 0]]), torch.tensor([3, 4, 1])
+    assert reverse_within_length(tokens, lengths).tolist() == [[4, 3, 2, 0], [8, 7, 6, 5], [9, 0, 0, 0]]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("cell", EVERY_CELL)
-@pytest.mark.parametrize("embedding_dim", [0, 4])
-def test_gradcheck_float64(cell, embedding_dim, impl):
+@pytest.mark.parametrize("embedding_dim, directions", [(0, 1), (4, 1), (4, 2)])
+def test_gradcheck_float64(cell, embedding_dim, impl, directions):
     torch.manual_seed(0)
-    model = char_rnn(6, 3, cell=cell, hidden_size=4, embedding_dim=embedding_dim, impl=impl).double()
+    model = char_rnn(6, 3, cell=cell, hidden_size=4, embedding_dim=embedding_dim, impl=impl,
+                     directions=directions).double()
     tokens, lengths = batch(vocab=6, lengths=(4, 2, 3))
     params = [p for p in model.parameters()]
 
@@ -73,11 +88,11 @@ def test_gradcheck_float64(cell, embedding_dim, impl):
 
 
 @pytest.mark.parametrize("cell", EVERY_CELL)
-@pytest.mark.parametrize("embedding_dim", [0, 8])
-def test_inference_path_equals_the_training_path(cell, embedding_dim):
+@pytest.mark.parametrize("embedding_dim, directions", [(0, 1), (8, 1), (8, 2)])
+def test_inference_path_equals_the_training_path(cell, embedding_dim, directions):
     """bptt.final_state (table gathers, tanh as 2 sigmoid(2x) - 1, folded biases) against the autograd loop."""
     torch.manual_seed(3)
-    model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=embedding_dim).eval()
+    model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=embedding_dim, directions=directions).eval()
     tokens, lengths = batch(lengths=(2, 7, 4, 7, 1, 5, 3, 7))
     reference = model(tokens, lengths)
     assert reference.requires_grad  # the autograd loop ran
@@ -117,6 +132,8 @@ def test_the_config_refuses_an_unknown_cell_or_impl_and_a_bad_size():
         NetConfig(impl="fast")
     with pytest.raises(UserError, match="model.hidden_size=-3 must be a whole number >= 1"):
         NetConfig(hidden_size=-3)
+    with pytest.raises(UserError, match=r"model.directions=3 must be 1 \(reading each name forwards\) or 2"):
+        NetConfig(directions=3)
 
 
 def test_the_question_linear_layer_used_twice():
@@ -159,7 +176,7 @@ def test_per_step_contributions_match_unrolled_copies_and_sum_to_grad(cell, impl
     tokens, lengths = batch()
     weights = torch.randn(len(lengths), 5)
     (model(tokens, lengths, capture=True) * weights).sum().backward()
-    pieces = model.capture.contributions()
+    pieces = model.capture["cell"].contributions()
     reference = unrolled_contributions(model, tokens, lengths, weights)
     for name in SHARED_WEIGHTS:
         assert pieces[name].shape == (tokens.shape[1], *getattr(model.cell, name).shape)
@@ -171,6 +188,24 @@ def test_per_step_contributions_match_unrolled_copies_and_sum_to_grad(cell, impl
     assert pieces["weight_hh"][6].abs().sum() == 0
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("cell", EVERY_CELL)
+def test_each_cell_of_a_two_way_model_splits_its_own_gradient_by_step(cell, impl):
+    torch.manual_seed(1)
+    model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl, directions=2)
+    tokens, lengths = batch()
+    (model(tokens, lengths, capture=True) * torch.randn(len(lengths), 5)).sum().backward()
+    assert set(model.capture) == {"cell", "cell_reverse"}
+    for name, cell_module in model.named_cells():
+        pieces = model.capture[name].contributions()
+        for weight in SHARED_WEIGHTS:
+            torch.testing.assert_close(pieces[weight].sum(0), getattr(cell_module, weight).grad, atol=1e-5, rtol=0)
+        # Each cell's first step multiplies its zero initial state: for the 7-letter names, distance 6.
+        assert pieces["weight_hh"][6].abs().sum() == 0 and pieces["weight_hh"][5].abs().sum() > 0
+    forward, backward = (model.capture[name].contributions()["weight_ih"] for name in model.cell_names)
+    assert not torch.allclose(forward, backward)  # two cells, two sets of weights, two readings
+
+
 def test_capture_is_off_by_default_and_does_not_change_results():
     torch.manual_seed(0)
     model = char_rnn(12, 5, hidden_size=8, embedding_dim=4)
@@ -180,11 +215,12 @@ def test_capture_is_off_by_default_and_does_not_change_results():
     torch.testing.assert_close(model(tokens, lengths, capture=True), plain)
 
 
+@pytest.mark.parametrize("directions", [1, 2])
 @pytest.mark.parametrize("cell", EVERY_CELL)
-def test_bptt_equals_the_autograd_reference(cell):
+def test_bptt_equals_the_autograd_reference(cell, directions):
     torch.manual_seed(2)
-    reference = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8)
-    fast = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl="bptt")
+    reference = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, directions=directions)
+    fast = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl="bptt", directions=directions)
     fast.load_state_dict(reference.state_dict())
     tokens, lengths = batch(lengths=(2, 7, 4, 7, 1, 5, 3))
     weights = torch.randn(len(lengths), 5)

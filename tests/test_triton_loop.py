@@ -17,19 +17,20 @@ pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
                                 reason="the interpreter runs on the CPU's tensors: conftest.py sets TRITON_INTERPRET=1")
 
 
-def pair(hidden: int, cell: str = "gru", vocab: int = 11, classes: int = 4) -> tuple[torch.nn.Module, ...]:
+def pair(hidden: int, cell: str = "gru", vocab: int = 11, classes: int = 4,
+         directions: int = 1) -> tuple[torch.nn.Module, ...]:
     torch.manual_seed(0)
     reference, fused = (build_net(ModelConfig(cell=cell, impl=impl, hidden_size=hidden, embedding_dim=8,
-                                              ngram_buckets=0, dropout=0.0), vocab, classes)
+                                              ngram_buckets=0, dropout=0.0, directions=directions), vocab, classes)
                         for impl in ("autograd", "triton"))
     fused.load_state_dict(reference.state_dict())
     return reference.train(), fused.train()
 
 
-@pytest.mark.parametrize("hidden", [16, 128])  # one tile; two tiles of 64 each way, so the loops over tiles run
+@pytest.mark.parametrize("hidden, directions", [(16, 1), (128, 1), (16, 2)])  # 128: two tiles of 64 each way
 @pytest.mark.parametrize("cell", triton_cells())
-def test_the_fused_loop_matches_the_reference_cell_on_states_and_gradients(cell, hidden):
-    reference, fused = pair(hidden, cell)
+def test_the_fused_loop_matches_the_reference_cell_on_states_and_gradients(cell, hidden, directions):
+    reference, fused = pair(hidden, cell, directions=directions)
     torch.manual_seed(1)
     lengths = torch.randint(1, 8, (21,))  # 21 names: a second program, partly empty; unsorted lengths
     tokens = torch.randint(2, 11, (21, int(lengths.max())))
@@ -38,7 +39,7 @@ def test_the_fused_loop_matches_the_reference_cell_on_states_and_gradients(cell,
     for net in (reference, fused):
         net.zero_grad()
         state = net.encode(tokens, lengths)
-        (state * torch.linspace(-1, 1, hidden)).sum().backward()
+        (state * torch.linspace(-1, 1, hidden * directions)).sum().backward()
         results.append((state.detach(), {n: p.grad.clone() for n, p in net.named_parameters() if p.grad is not None}))
     (expected, expected_grads), (state, grads) = results
     torch.testing.assert_close(state, expected, rtol=0, atol=1e-5)

@@ -109,6 +109,7 @@ class NetConfig:
     cell: Cell = field(default=Cell.gru, metadata=ENCODER)
     hidden_size: int = field(default=256, metadata=ENCODER)
     embedding_dim: int = field(default=64, metadata=ENCODER)  # 0: one-hot input, as in the PyTorch tutorial
+    directions: int = field(default=1, metadata=ENCODER)  # 2: a second cell reads each name backwards
     ngram_buckets: int = field(default=65536, metadata=HEAD)  # hashed character n-grams; 0 turns the head off
     ngram_max: int = field(default=4, metadata=HEAD)
     dropout: float = 0.3
@@ -119,6 +120,9 @@ class NetConfig:
         self.cell, self.impl = choice("model.cell", Cell, self.cell), choice("model.impl", Impl, self.impl)
         whole("model.hidden_size", self.hidden_size, 1)
         whole("model.embedding_dim", self.embedding_dim)
+        if self.directions not in (1, 2) or isinstance(self.directions, bool):
+            raise UserError(f"model.directions={self.directions!r} must be 1 (reading each name forwards) or 2 "
+                            "(forwards and backwards)")
         whole("model.ngram_buckets", self.ngram_buckets)
         whole("model.ngram_max", self.ngram_max, 1)
         rate("model.dropout", self.dropout)

@@ -81,7 +81,7 @@ def train_run(model: nn.Module, batches: list[tuple], device: str, capture_every
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if capture:  # the callback's work: split into per-step pieces, sum, compare, norms
-            pieces = model.capture.contributions()
+            pieces = model.capture["cell"].contributions()
             for name, piece in pieces.items():
                 grad = getattr(model.cell, name).grad
                 float((piece.sum(0) - grad).norm() / grad.norm())

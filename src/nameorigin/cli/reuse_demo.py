@@ -82,7 +82,7 @@ def cell_demo(checkpoint: str, name: str, language: str | None) -> list[str]:
     target = predictor.labels.index(language) if language else int(logits.argmax())
     net.zero_grad()
     F.cross_entropy(logits, torch.tensor([target])).backward()
-    pieces = net.capture.contributions()
+    pieces = net.capture["cell"].contributions()  # the forward cell, which reads the name as written
     clean = "".join(predictor.vocab[c] for c in codes)
     lines = [f"\n{clean!r} through the trained {net.cell.kind} cell, loss = cross-entropy against "
              f"{predictor.labels[target]}; weight_hh's gradient, one piece per character:",

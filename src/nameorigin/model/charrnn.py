@@ -9,22 +9,23 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nameorigin.base.errors import UserError
-from nameorigin.config import Cell, Impl, ModelConfig, NetConfig, TransferShape, from_plain
-from nameorigin.model.bptt import CellLoop, final_state
+from nameorigin.config import Cell, ModelConfig, NetConfig, TransferShape, from_plain
+from nameorigin.model.bptt import final_state
 from nameorigin.model.capture import StepCapture
 from nameorigin.model.cells import cell_spec, check_cell
+from nameorigin.model.loops import LOOPS, reverse_within_length, sort_longest_first
 from nameorigin.model.ngram import NgramHead
 from nameorigin.model.transfer_parts import TransferParts
 
 SHARED_WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+REVERSE = "cell_reverse"
+CELL_NAMES = ("cell", REVERSE)  # the cells of model.directions 1 and 2, in reading order
 
 
 class RecurrentCell(nn.Module):
@@ -62,85 +63,14 @@ def batch_tokens(encoded: Sequence[Sequence[int]], device: torch.device) -> tupl
     return tokens.to(device), lengths.to(device)
 
 
-def sort_longest_first(tokens: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """The batch sorted longest first (so each step touches only the names still running), the order that undoes
-    it, and how many names run at each step."""
-    lengths = lengths.to(tokens.device)
-    order = torch.argsort(lengths, descending=True, stable=True)
-    tokens, lengths = tokens[order], lengths[order]
-    steps = torch.arange(tokens.shape[1], device=tokens.device)
-    batch_sizes = (lengths[None, :] > steps[:, None]).sum(1).tolist()
-    return tokens, lengths, torch.argsort(order), batch_sizes
-
-
-def autograd_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor, record: StepCapture | None,
-                  one_length: bool = False) -> torch.Tensor:
-    """model.impl=autograd, the reference: the cell's own step in a plain loop that autograd records."""
-    cell = net.cell
-    gi, x = net.input_projection(tokens, record is not None)  # every timestep's input projection in one go
-    if record is not None:
-        record.inputs = x.detach()
-        record.watch_input_projection(gi)
-    h = c = gi.new_zeros(tokens.shape[0], cell.hidden_size)
-    active = torch.arange(tokens.shape[1], device=tokens.device)[None, :] < lengths.to(tokens.device)[:, None]
-    for t in range(tokens.shape[1]):
-        gh = F.linear(h, cell.weight_hh, cell.bias_hh)
-        if record is not None:
-            record.watch_step(t, h, gh)
-        h_new, c_new = cell.step(gi[:, t], gh, h, c)
-        keep = active[:, t, None]  # finished names keep their last state; padding adds no gradient
-        h, c = torch.where(keep, h_new, h), torch.where(keep, c_new, c)
-    return h
-
-
-def bptt_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor, record: StepCapture | None,
-              one_length: bool = False) -> torch.Tensor:
-    """model.impl=bptt: bptt.CellLoop, the hand-written backward, on the batch sorted longest first. A batch of
-    `one_length` (every name as long as `tokens` is wide) needs no sort: every name runs at every step, which the
-    host knows without reading the lengths back from the device."""
-    if one_length:
-        steps, batch = tokens.shape[1], tokens.shape[0]
-        unsort, batch_sizes = None, [batch] * steps
-    else:
-        tokens, lengths, unsort, batch_sizes = sort_longest_first(tokens, lengths)
-    cell = net.cell
-    fold = cell.spec.folds_bias  # every gate sees gi + gh: bias_hh joins the input projection
-    # Time-major from the start ([T, B, ...]), so the loop's per-step slices need no transposed copy.
-    gi, x = net.input_projection(tokens.t(), record is not None, fold_recurrent_bias=fold)
-    if record is not None:
-        record.lengths, record.inputs = lengths.detach(), x.detach().transpose(0, 1)
-        record.watch_input_projection(gi, time_major=True)
-    final = CellLoop.apply(gi, cell.weight_hh, None if fold else cell.bias_hh, cell.spec, lengths, batch_sizes,
-                           record)
-    return final if unsort is None else final[unsort]
-
-
-def triton_loop(net: CharRNN, tokens: torch.Tensor, lengths: torch.Tensor, record: StepCapture | None,
-                one_length: bool = False) -> torch.Tensor:
-    """model.impl=triton (the cells with `triton`): nameorigin.model.triton_loop, the whole loop in one kernel each
-    way; rows in any order."""
-    if not (tokens.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
-        raise UserError("model.impl=triton runs on a CUDA device (or the CPU under TRITON_INTERPRET=1, for tests): "
-                        "use trainer=gpu, or model.impl=bptt on the CPU")
-    try:
-        from nameorigin.model.triton_loop import TritonLoop
-    except ImportError:
-        raise UserError("model.impl=triton needs triton: pip install 'nameorigin[triton]'") from None
-    gi, x = net.input_projection(tokens.t(), record is not None)  # time-major; bias_hh goes to the kernel
-    if record is not None:
-        record.lengths, record.inputs = lengths.detach(), x.detach().transpose(0, 1)
-        record.watch_input_projection(gi, time_major=True)
-    return TritonLoop.apply(gi, net.cell.weight_hh, net.cell.bias_hh, lengths, net.cell.spec, record)
-
-
-LOOPS: dict[str, Callable[..., torch.Tensor]] = {Impl.autograd: autograd_loop, Impl.bptt: bptt_loop,
-                                                 Impl.triton: triton_loop}
-
-
 class CharRNN(nn.Module):
     """Embedding (or one-hot) -> one recurrent cell looped over characters -> linear head on the last state,
     plus (ngram_buckets > 0) a hashed character n-gram head whose scores add to the logits. Fine-tuning composes
     its parts (nameorigin.model.transfer_parts) around this core: extra head inputs and extra evidence.
+
+    With `directions: 2` a second cell (`cell_reverse`, its own weights) reads each name from its last character
+    to its first, and the head reads both final states side by side: a name's origin often shows at its start
+    ("Mc", "van") as much as at its end ("ski", "ović"). Each cell is one set of weights reused at every step.
 
     In eval mode the logits pass through the decision layer kept as buffers, so the checkpoint carries it:
     `logit_offset` (post-hoc logit adjustment, -tau * log prior) and `temperature` (fitted on validation)."""
@@ -152,16 +82,20 @@ class CharRNN(nn.Module):
         check_cell(config)
         self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0) if embedding_dim else None
         self.cell = RecurrentCell(config.cell, embedding_dim or vocab_size, hidden)
+        if config.directions == 2:
+            self.cell_reverse = RecurrentCell(config.cell, embedding_dim or vocab_size, hidden)
+        self.cell_names = CELL_NAMES[: config.directions]
+        self.state_size = hidden * config.directions  # what the head reads
         self.loop = LOOPS[config.impl]  # the training loop, chosen once
         self.input_dropout = nn.Dropout(config.input_dropout)  # on each character's vector
         self.dropout = nn.Dropout(config.dropout)
         self.transfer = transfer
-        self.head = nn.Linear(hidden + (transfer.feature_size if transfer else 0), num_classes)
+        self.head = nn.Linear(self.state_size + (transfer.feature_size if transfer else 0), num_classes)
         self.ngram = NgramHead(vocab_size, num_classes, config.ngram_buckets, config.ngram_max) \
             if config.ngram_buckets else None
         self.register_buffer("logit_offset", torch.zeros(num_classes))
         self.register_buffer("temperature", torch.ones(()))
-        self.capture: StepCapture | None = None
+        self.capture: dict[str, StepCapture] | None = None  # by cell name, after a forward with capture=True
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False,
                 one_length: bool = False) -> torch.Tensor:
@@ -174,7 +108,8 @@ class CharRNN(nn.Module):
 
     def encode(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False,
                one_length: bool = False) -> torch.Tensor:
-        """Final hidden state of each name, taken at its own last character.
+        """Final hidden state of each name, taken at its own last character (for two directions, each cell's,
+        side by side: [B, 2H]).
 
         Under mixed precision (trainer=gpu's bf16-mixed) the recurrence still runs in the weights' dtype: bptt.py's
         buffers are allocated in it, a bf16 state would be rounded again at every character, and the
@@ -182,17 +117,30 @@ class CharRNN(nn.Module):
         with torch.autocast(tokens.device.type, enabled=False):
             if not (capture or torch.is_grad_enabled() or self.dropping_inputs):
                 return self.inference_state(tokens, lengths)
-            record = StepCapture(lengths.detach()) if capture else None
-            h = self.loop(self, tokens, lengths, record, one_length)
+            record = {name: StepCapture(lengths.detach()) for name in self.cell_names} if capture else None
+            states = [self.loop(self, cell, self.reading(tokens, lengths, name), lengths,
+                                None if record is None else record[name], one_length)
+                      for name, cell in self.named_cells()]
             self.capture = record
-            return h
+            return states[0] if len(states) == 1 else torch.cat(states, dim=-1)
+
+    def named_cells(self) -> list[tuple[str, RecurrentCell]]:
+        """Each recurrent cell with its attribute name, in reading order: forwards, then backwards."""
+        return [(name, getattr(self, name)) for name in self.cell_names]
+
+    def reading(self, tokens: torch.Tensor, lengths: torch.Tensor, name: str) -> torch.Tensor:
+        """The characters in the order the cell `name` reads them."""
+        return reverse_within_length(tokens, lengths) if name == REVERSE else tokens
 
     def inference_state(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """No graph to record: bptt.final_state, the in-place loop over the batch sorted longest first."""
-        tokens, _, unsort, batch_sizes = sort_longest_first(tokens, lengths)
-        cell = self.cell
-        table = self.projection_table(cell.bias_ih)
-        return final_state(cell.spec, table, tokens.t(), cell.weight_hh, cell.bias_hh, batch_sizes)[unsort]
+        states = []
+        for name, cell in self.named_cells():
+            ordered, _, unsort, batch_sizes = sort_longest_first(self.reading(tokens, lengths, name), lengths)
+            table = self.projection_table(cell, cell.bias_ih)
+            states.append(final_state(cell.spec, table, ordered.t(), cell.weight_hh, cell.bias_hh,
+                                      batch_sizes)[unsort])
+        return states[0] if len(states) == 1 else torch.cat(states, dim=-1)
 
     def readout(self, h: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Raw logits from the last state (and, for the n-gram head and known names, the tokens)."""
@@ -220,23 +168,23 @@ class CharRNN(nn.Module):
         """Input dropout is active, so x_t is no longer a fixed row per character."""
         return self.training and self.input_dropout.p > 0
 
-    def input_projection(self, tokens: torch.Tensor, keep_inputs: bool,
+    def input_projection(self, tokens: torch.Tensor, cell: RecurrentCell, keep_inputs: bool,
                          fold_recurrent_bias: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x_t W_ih^T + b_ih for every timestep at once (plus b_hh when folding it, see bptt.py), and x itself
         when `keep_inputs` (for capture). Without input dropout each x_t is a row of a fixed table (the embedding,
         or the identity for one-hot), so this is a lookup into the projected table: vocab-many products instead
         of one per character, with the same gradients."""
-        cell = self.cell
         bias = cell.bias_ih + cell.bias_hh if fold_recurrent_bias else cell.bias_ih
         if not self.dropping_inputs:
-            return F.embedding(tokens, self.projection_table(bias)), (self.embed(tokens) if keep_inputs else None)
+            return (F.embedding(tokens, self.projection_table(cell, bias)),
+                    self.embed(tokens) if keep_inputs else None)
         x = self.embed(tokens)
         return F.linear(x, cell.weight_ih, bias), x
 
-    def projection_table(self, bias: torch.Tensor) -> torch.Tensor:
-        """[vocab, G*H]: each character's x W_ih^T + bias."""
+    def projection_table(self, cell: RecurrentCell, bias: torch.Tensor) -> torch.Tensor:
+        """[vocab, G*H]: each character's x W_ih^T + bias, for the cell's input weights."""
         vocab = torch.arange(self.vocab_size, device=bias.device)
-        return F.linear(self.embed(vocab), self.cell.weight_ih, bias)
+        return F.linear(self.embed(vocab), cell.weight_ih, bias)
 
 
 def build_net(config: NetConfig, vocab_size: int, num_classes: int,
@@ -244,7 +192,8 @@ def build_net(config: NetConfig, vocab_size: int, num_classes: int,
     """The core network and, for a fine-tuned model, the parts composed around it."""
     parts = None
     if transfer:
-        parts = TransferParts(transfer, vocab_size, config.hidden_size, num_classes, config.ngram_max,
+        parts = TransferParts(transfer, vocab_size, config.hidden_size * config.directions, num_classes,
+                              config.ngram_max,
                               getattr(config, "evidence_hidden", 0))
     return CharRNN(config, vocab_size, num_classes, parts)
 

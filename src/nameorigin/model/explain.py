@@ -32,8 +32,18 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from nameorigin.base.errors import UserError
 from nameorigin.model.charrnn import batch_tokens
 from nameorigin.model.ngram import ngram_ids
+
+# The character terms telescope along one reading order; a name read both ways has no single order to split along.
+NOT_TWO_WAY = ("--explain splits a score along one reading order, and this model reads each name both ways "
+               "(model.directions=2): explain with a model trained with model.directions=1")
+
+
+def explainable(net) -> bool:
+    """The model reads each name in one order, along which its character terms telescope."""
+    return len(net.cell_names) == 1
 
 
 @dataclass
@@ -54,7 +64,7 @@ def states_after_each_character(net, tokens: torch.Tensor, lengths: torch.Tensor
     """[B, T + 1, H]: the empty state, then the state after each character, frozen after a name's end. The
     cell's own reference step (RecurrentCell.step), looped in Python."""
     cell = net.cell
-    gi = F.embedding(tokens, net.projection_table(cell.bias_ih))
+    gi = F.embedding(tokens, net.projection_table(cell, cell.bias_ih))
     h = c = gi.new_zeros(tokens.shape[0], cell.hidden_size)
     states = [h]
     active = torch.arange(tokens.shape[1], device=tokens.device)[None, :] < lengths.to(tokens.device)[:, None]
@@ -87,6 +97,8 @@ def centred(logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
 @torch.no_grad()
 def explain_batch(net, tokens: torch.Tensor, lengths: torch.Tensor, label: torch.Tensor | None = None) -> Explained:
     """Contributions to each name's label (default: its top prediction) in an eval-mode CharRNN."""
+    if not explainable(net):
+        raise UserError(NOT_TWO_WAY)
     served = net(tokens, lengths)  # decided logits, through the serving loop
     label = served.argmax(-1) if label is None else label.to(tokens.device)
     scale = 1.0 / net.temperature

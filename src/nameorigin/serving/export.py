@@ -30,18 +30,26 @@ FORMATS = ("pt2", "onnx")
 
 class ExportableCharRNN(nn.Module):
     """CharRNN's eval-mode forward: (tokens [B, T] int64, lengths [B] int64) -> decision logits [B, labels]
-    (logit adjustment and temperature included), with the cell's own `step` inside a scan."""
+    (logit adjustment and temperature included), with each cell's own `step` inside a scan (for two directions,
+    the second on the names reversed)."""
 
     def __init__(self, net: CharRNN):
         super().__init__()
         net = net.eval()
         with torch.no_grad():  # each character's input projection, as the inference loop uses it
-            self.register_buffer("table", net.projection_table(net.cell.bias_ih).detach().clone())
+            for name, cell in net.named_cells():
+                self.register_buffer(f"table_{name}", net.projection_table(cell, cell.bias_ih).detach().clone())
         self.net = net  # its readout (heads, n-grams, known names) and decision layer are used as they are
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        cell = self.net.cell
-        inputs = F.embedding(tokens, self.table).transpose(0, 1)  # [T, B, G*H]
+        states = [self.final_state(getattr(self, f"table_{name}"), cell, self.net.reading(tokens, lengths, name),
+                                   lengths) for name, cell in self.net.named_cells()]
+        h = states[0] if len(states) == 1 else torch.cat(states, dim=-1)
+        return self.net.decide(self.net.readout(h, tokens, lengths))
+
+    @staticmethod
+    def final_state(table: torch.Tensor, cell: nn.Module, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        inputs = F.embedding(tokens, table).transpose(0, 1)  # [T, B, G*H]
         steps = torch.arange(tokens.shape[1], device=tokens.device)[:, None].expand(-1, tokens.shape[0])
 
         def step(carry: tuple[torch.Tensor, torch.Tensor], xs: tuple[torch.Tensor, torch.Tensor]) -> tuple:
@@ -53,7 +61,7 @@ class ExportableCharRNN(nn.Module):
 
         zeros = inputs.new_zeros(tokens.shape[0], cell.hidden_size)
         (h, _), _ = scan(step, (zeros, zeros.clone()), (inputs, steps))
-        return self.net.decide(self.net.readout(h, tokens, lengths))
+        return h
 
 
 def example_inputs() -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,9 +1,11 @@
-"""GradAccumulationLogger: shows, live, that the reused cell's gradient is the sum of one contribution per use.
+"""GradAccumulationLogger: shows, live, that each reused cell's gradient is the sum of one contribution per use.
 
 Every `every_n_steps` optimizer steps the module's forward records per-timestep tensors (CharRNN capture);
-after that backward this callback splits each shared weight's gradient by distance from the name's last
-character, checks that the pieces add up to what this backward added to `.grad`, and logs it all under
-`grad_accum/`. It only reads: training itself is unchanged.
+after that backward this callback splits each shared weight's gradient by distance from the last character the
+cell read, checks that the pieces add up to what this backward added to `.grad`, and logs it all under
+`grad_accum/`: `grad_accum/<weight>/...` for the forward cell, `grad_accum/<cell>/<weight>/...` for any other
+(`cell_reverse`, which reads each name backwards, so its distance 0 is the name's first character). It only
+reads: training itself is unchanged.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import TensorBoardLogger
 
 from nameorigin.base.errors import UserError
-from nameorigin.model.charrnn import SHARED_WEIGHTS
+from nameorigin.model.charrnn import CELL_NAMES, SHARED_WEIGHTS
 from nameorigin.training.plots import figure_to_writer, heatmap_figure, partial_sum_figure
 
 log = logging.getLogger(__name__)
@@ -30,7 +32,7 @@ def gradient_horizon(norms: torch.Tensor, mass: float = 0.9) -> int:
 
 
 class GradAccumulationLogger(Callback):
-    """Logs per-timestep gradient contributions of the cell's shared weights and checks their sum."""
+    """Logs per-timestep gradient contributions of each cell's shared weights and checks their sum."""
 
     def __init__(self, every_n_steps: int = 50, tolerance: float = 1e-5, horizon_mass: float = 0.9,
                  max_distance: int = 20):
@@ -40,6 +42,7 @@ class GradAccumulationLogger(Callback):
         self.horizon_mass, self.max_distance = horizon_mass, max_distance
         self.history: list[dict[str, Any]] = []  # one entry per inspected step, kept for the epoch-end images
         self.max_residual = 0.0
+        self.keys: list[str] = []  # the panels' weights, every cell's (shared_weights)
         self._last_captured_step = -1
         self._rendered = 0
         self._grad_before: dict[str, torch.Tensor | None] | None = None
@@ -55,19 +58,21 @@ class GradAccumulationLogger(Callback):
         if pl_module.net.capture is None:
             return
         # With accumulate_grad_batches > 1, .grad already holds earlier batches: compare only what this adds.
-        cell = pl_module.net.cell
-        self._grad_before = {n: None if getattr(cell, n).grad is None else getattr(cell, n).grad.detach().clone()
-                             for n in SHARED_WEIGHTS}
+        self._grad_before = {key: None if weight.grad is None else weight.grad.detach().clone()
+                             for key, weight in shared_weights(pl_module.net)}
 
     def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         capture, before = pl_module.net.capture, self._grad_before
         if capture is None or before is None:
             return
         pl_module.net.capture, self._grad_before = None, None
-        pieces = capture.contributions()
-        record: dict[str, Any] = {"step": trainer.global_step, "mean_length": float(capture.lengths.float().mean())}
-        for name in SHARED_WEIGHTS:
-            grad = getattr(pl_module.net.cell, name).grad.detach()
+        pieces = {panel_key(cell, weight): piece for cell, record in capture.items()
+                  for weight, piece in record.contributions().items()}
+        lengths = next(iter(capture.values())).lengths
+        self.keys = [key for key, _ in shared_weights(pl_module.net)]
+        record: dict[str, Any] = {"step": trainer.global_step, "mean_length": float(lengths.float().mean())}
+        for name, weight in shared_weights(pl_module.net):
+            grad = weight.grad.detach()
             added = grad if before[name] is None else grad - before[name]
             per_use = pieces[name].to(added.dtype)
             total = per_use.sum(0)
@@ -92,7 +97,7 @@ class GradAccumulationLogger(Callback):
         if writer is None:
             return
         step = record["step"]
-        for name in SHARED_WEIGHTS:
+        for name in self.keys:
             entry = record[name]
             writer.add_scalar(f"grad_accum/{name}/residual", entry["residual"], step)
             writer.add_scalar(f"grad_accum/{name}/horizon90", entry["horizon"], step)
@@ -112,11 +117,11 @@ class GradAccumulationLogger(Callback):
             return  # nothing new to draw
         self._rendered = len(self.history)
         steps = [r["step"] for r in self.history]
-        rows = {n: [r[n]["norms"][: self.max_distance] for r in self.history] for n in SHARED_WEIGHTS}
+        rows = {n: [r[n]["norms"][: self.max_distance] for r in self.history] for n in self.keys}
         figure_to_writer(writer, "grad_accum/heatmap", heatmap_figure(steps, rows, self.max_distance),
                          trainer.global_step)
         latest = self.history[-1]
-        curves = {n: latest[n]["partial"] for n in SHARED_WEIGHTS}
+        curves = {n: latest[n]["partial"] for n in self.keys}
         figure_to_writer(writer, "grad_accum/running_sum", partial_sum_figure(curves, latest["step"]),
                          trainer.global_step)
 
@@ -126,13 +131,25 @@ class GradAccumulationLogger(Callback):
         mean = lambda values: sum(values) / len(values)  # noqa: E731
         return {"checks": len(self.history), "max_residual": self.max_residual,
                 "mean_name_length": round(mean([r["mean_length"] for r in recent]), 2),
-                "horizon90": {n: round(mean([r[n]["horizon"] for r in recent]), 2) for n in SHARED_WEIGHTS},
+                "horizon90": {n: round(mean([r[n]["horizon"] for r in recent]), 2) for n in self.keys},
                 "last_char_share": {n: round(mean([r[n]["last_char_share"] for r in recent]), 3)
-                                    for n in SHARED_WEIGHTS}}
+                                    for n in self.keys}}
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.history and trainer.is_global_zero:
             log.info("grad_accum (means over the last 10 checks): %s", self.summary())
+
+
+def panel_key(cell: str, weight: str) -> str:
+    """The name of a cell's weight in the panels: the forward cell's weights by their own name, as for a one-way
+    model; another cell's prefixed with the cell's name."""
+    return weight if cell == CELL_NAMES[0] else f"{cell}/{weight}"
+
+
+def shared_weights(net: Any) -> list[tuple[str, torch.nn.Parameter]]:
+    """Every reused weight of every cell, by panel key."""
+    return [(panel_key(name, weight), getattr(cell, weight)) for name, cell in net.named_cells()
+            for weight in SHARED_WEIGHTS]
 
 
 def tensorboard_writer(trainer: pl.Trainer) -> Any | None:

@@ -11,7 +11,7 @@ from pytorch_lightning.loggers import TensorBoardLogger
 
 from nameorigin.model.calibration import reliability
 from nameorigin.model.charrnn import SHARED_WEIGHTS
-from nameorigin.model.explain import explain_names
+from nameorigin.model.explain import explain_names, explainable
 from nameorigin.training.callbacks import tensorboard_writer
 from nameorigin.training.plots import confusion_figure, figure_to_writer, reliability_figure
 
@@ -29,10 +29,13 @@ def scalars_layout(labels: list[str]) -> dict:
             "per-class F1 (val)": ["Multiline", [f"val_f1/{label}" for label in labels]],
         },
         "Gradient accumulation": {
-            "residual |sum_t g_t - grad| / |grad|": ["Multiline", [f"grad_accum/{n}/residual" for n in SHARED_WEIGHTS]],
+            # Tags are regular expressions: every cell's weights (grad_accum/[<cell>/]<weight>/...) in one chart.
+            "residual |sum_t g_t - grad| / |grad|": ["Multiline", [f"grad_accum/(.*/)?{n}/residual"
+                                                                   for n in SHARED_WEIGHTS]],
             "horizon (chars holding 90% of the gradient)": [
-                "Multiline", [f"grad_accum/{n}/horizon90" for n in SHARED_WEIGHTS]],
-            "share of the last character": ["Multiline", [f"grad_accum/{n}/last_char_share" for n in SHARED_WEIGHTS]],
+                "Multiline", [f"grad_accum/(.*/)?{n}/horizon90" for n in SHARED_WEIGHTS]],
+            "share of the last character": ["Multiline", [f"grad_accum/(.*/)?{n}/last_char_share"
+                                                          for n in SHARED_WEIGHTS]],
         },
     }
 
@@ -113,7 +116,8 @@ class Dashboard(Callback):
             probs = pl_module(tokens.to(pl_module.device), lengths.to(pl_module.device)).softmax(-1).cpu()
             names = [dataset.names[index] for index in picks]
             codes = [tokens[i, : int(lengths[i])].tolist() for i in range(len(picks))]
-            why = explain_names(pl_module.net, codes, names, labels, len(picks))
+            why = explain_names(pl_module.net, codes, names, labels, len(picks)) \
+                if explainable(pl_module.net) else None
             pl_module.train(was_training)
         rows = ["| name | true | top-3 predictions | why the top one (strongest characters; parts) |",
                 "|---|---|---|---|"]
@@ -121,8 +125,8 @@ class Dashboard(Callback):
             top = probs[i].topk(min(3, len(labels)))
             guesses = ", ".join(f"{labels[j]} {p:.2f}" for p, j in zip(top.values.tolist(), top.indices.tolist(),
                                                                        strict=True))
-            rows.append(f"| {name} | {labels[int(targets[i])]} | {guesses} | "
-                        f"{why[i].marked(name)}; {why[i].compact(3)} |")
+            reason = f"{why[i].marked(name)}; {why[i].compact(3)}" if why else "none: read both ways (directions=2)"
+            rows.append(f"| {name} | {labels[int(targets[i])]} | {guesses} | {reason} |")
         writer.add_text("test/sample_predictions", "\n".join(rows), global_step=trainer.global_step)
 
 

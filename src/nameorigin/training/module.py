@@ -288,7 +288,7 @@ class NameClassifier(pl.LightningModule):
         factory = instantiate(settings.optimizer) if settings.optimizer else torch.optim.AdamW
         scale = settings.pretrained_lr_scale
         if settings.init_from and scale != 1.0:  # pretrained layers move more slowly than new ones
-            modules = [self.net.embedding, self.net.cell,
+            modules = [self.net.embedding, *(cell for _, cell in self.net.named_cells()),
                        *(self.net.transfer.pretrained_modules() if self.net.transfer is not None else [])]
             pretrained = {id(p) for m in modules if m is not None for p in m.parameters()}
             base_lr = getattr(factory, "keywords", {}).get("lr", 1e-3)

@@ -18,7 +18,7 @@ from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
-from nameorigin.config import ModelConfig, check_run, shape_fields
+from nameorigin.config import ModelConfig, check_run, from_plain, shape_fields
 from nameorigin.data.batching import is_refit
 from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate
 from nameorigin.model.cells import check_cell
@@ -99,9 +99,10 @@ def resolve_checkpoint(cfg: DictConfig, model: ModelConfig) -> tuple[str | None,
     if is_refit(checkpoint.get("data")):  # finished, and it has seen the validation names
         raise UserError(f"ckpt_path={path} is a refit model (trained on train + validation), not a training state: "
                         "resume from the run's last.ckpt or ckpt_path=last")
-    trained_with = checkpoint["hyper_parameters"]["config"]
-    wrong = [f"model.{key}={getattr(model, key)} (checkpoint: {trained_with.get(key)})"
-             for key in shape_fields(model) if trained_with.get(key) != getattr(model, key)]
+    # Read through the schema: a setting the checkpoint predates takes its default, as it had then.
+    trained_with = from_plain(type(model), checkpoint["hyper_parameters"]["config"])
+    wrong = [f"model.{key}={getattr(model, key)} (checkpoint: {getattr(trained_with, key)})"
+             for key in shape_fields(model) if getattr(trained_with, key) != getattr(model, key)]
     if wrong:
         raise UserError(f"ckpt_path={path} cannot resume this model: {', '.join(wrong)}; "
                         "resume with the checkpoint's model settings")

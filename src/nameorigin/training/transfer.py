@@ -10,10 +10,15 @@ import torch
 
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
-from nameorigin.config import ModelConfig, TransferShape, shape_fields
+from nameorigin.config import ModelConfig, TransferShape, from_plain, shape_fields
+from nameorigin.model.charrnn import CELL_NAMES, SHARED_WEIGHTS
 from nameorigin.model.known import KnownNames
 
-LOADED = ("embedding.weight", "cell.weight_ih", "cell.weight_hh", "cell.bias_ih", "cell.bias_hh")
+
+def loaded_keys(config: ModelConfig) -> list[str]:
+    """What fine-tuning carries over: the embedding and every cell's weights."""
+    return ["embedding.weight", *(f"{cell}.{weight}" for cell in CELL_NAMES[: config.directions]
+                                  for weight in SHARED_WEIGHTS)]
 
 
 def load_pretrained(path: str, config: ModelConfig) -> dict:
@@ -21,10 +26,10 @@ def load_pretrained(path: str, config: ModelConfig) -> dict:
     schema's "encoder" fields) are the configured ones; the implementation and the labels may differ."""
     checkpoint = load_checkpoint(path, setting="model.init_from")
     hp = checkpoint["hyper_parameters"]
-    saved = hp["config"]
+    saved = from_plain(ModelConfig, hp["config"])  # a setting the checkpoint predates takes its default
     keys = shape_fields(config, "encoder")
-    wrong = [f"{key}={getattr(config, key)} (checkpoint: {saved[key]})" for key in keys
-             if saved[key] != getattr(config, key)]
+    wrong = [f"{key}={getattr(config, key)} (checkpoint: {getattr(saved, key)})" for key in keys
+             if getattr(saved, key) != getattr(config, key)]
     if wrong:
         raise UserError(f"model.init_from={path} does not fit: {', '.join(wrong)}; set "
                         f"{', '.join(f'model.{key}' for key in keys)} to the checkpoint's values")
@@ -32,7 +37,7 @@ def load_pretrained(path: str, config: ModelConfig) -> dict:
     if rows and rows != len(hp["vocab"]):
         raise UserError(f"model.init_from={path}: its vocabulary ({len(hp['vocab'])} entries) does not match "
                             f"its embedding ({rows} rows): the checkpoint is damaged; pretrain again")
-    missing = [key for key in LOADED if f"net.{key}" not in checkpoint["state_dict"]]
+    missing = [key for key in loaded_keys(config) if f"net.{key}" not in checkpoint["state_dict"]]
     if missing:
         raise UserError(f"model.init_from={path} has no {', '.join(missing)}: pretrain with an embedding "
                             "(model.embedding_dim > 0)")
@@ -85,7 +90,7 @@ def initialize(net: torch.nn.Module, checkpoint: dict, table: KnownNames | None)
     """Copy the pretrained pieces into `net`; returns the names of what was loaded."""
     state = checkpoint["state_dict"]
     loaded = []
-    for key in LOADED:
+    for key in loaded_keys(net.config):
         net.get_parameter(key).copy_(state[f"net.{key}"])
         loaded.append(key)
     parts = net.transfer
