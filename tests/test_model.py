@@ -12,7 +12,7 @@ from torch.nn.utils.rnn import pack_padded_sequence
 from nameorigin.base.errors import UserError
 from nameorigin.config import Cell, ModelConfig, NetConfig, TransferShape
 from nameorigin.model.cells import CELLS
-from nameorigin.model.charrnn import SHARED_WEIGHTS, CharRNN, build_net
+from nameorigin.model.charrnn import SHARED_WEIGHTS, CharRNN, build_net, cell_layout
 from nameorigin.model.loops import reverse_within_length
 
 EVERY_CELL = [cell.value for cell in CELLS]  # the registry: a new cell is tested here without editing this file
@@ -35,21 +35,27 @@ def batch(vocab: int = 12, lengths=(7, 3, 5, 1, 7, 2), seed: int = 0):
     return tokens, lengths
 
 
-TORCH_SUFFIX = {"cell": "_l0", "cell_reverse": "_l0_reverse"}  # torch's names of each direction's weights
+def torch_names(directions: int, layers: int) -> dict[str, str]:
+    """Each cell's torch suffix: "cell" -> "_l0", "cell_reverse" -> "_l0_reverse", "cell_l1" -> "_l1", ..."""
+    return {name: f"_l{layer}" + ("_reverse" if backwards else "")
+            for layer, names in enumerate(cell_layout(directions, layers)) for backwards, name in enumerate(names)}
 
 
-@pytest.mark.parametrize("directions", [1, 2])
+@pytest.mark.parametrize("directions, layers", [(1, 1), (2, 1), (1, 2), (2, 2)])
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("cell", EVERY_CELL)
-def test_cell_loop_equals_torch_fused_rnn_on_outputs_and_gradients(cell, impl, directions):
-    """Against the cell's torch class, bidirectional for two directions: torch's backward direction also reads
-    each packed name from its last character, so its final state is the one after the first character."""
+def test_cell_loop_equals_torch_fused_rnn_on_outputs_and_gradients(cell, impl, directions, layers):
+    """Against the cell's torch class with as many directions and layers: torch's backward direction also reads
+    each packed name from its last character, and its layers above the first read the states below."""
     torch.manual_seed(0)
-    model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl, directions=directions)
-    reference = CELLS[cell].torch_reference(8, 16, batch_first=True, bidirectional=directions == 2)
+    model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl, directions=directions,
+                     layers=layers)
+    reference = CELLS[cell].torch_reference(8, 16, batch_first=True, bidirectional=directions == 2,
+                                            num_layers=layers)
+    suffix = torch_names(directions, layers)
     with torch.no_grad():
         for (name, ours), weight in itertools.product(model.named_cells(), SHARED_WEIGHTS):
-            getattr(reference, weight + TORCH_SUFFIX[name]).copy_(getattr(ours, weight))
+            getattr(reference, weight + suffix[name]).copy_(getattr(ours, weight))
     tokens, lengths = batch()
     weights = torch.randn(len(lengths), 16 * directions)
     ours = model.encode(tokens, lengths)
@@ -57,12 +63,12 @@ def test_cell_loop_equals_torch_fused_rnn_on_outputs_and_gradients(cell, impl, d
     packed = pack_padded_sequence(model.embedding(tokens), lengths, batch_first=True, enforce_sorted=False)
     _, final = reference(packed)
     final = final[0] if isinstance(final, tuple) else final  # (h, c) for a cell with memory
-    theirs = torch.cat(list(final), dim=-1)  # [directions, B, H] -> [B, directions * H]
+    theirs = torch.cat(list(final[-directions:]), dim=-1)  # the top layer's [directions, B, H] -> [B, 2H]
     (theirs * weights).sum().backward()
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
     for (name, cell_module), weight in itertools.product(model.named_cells(), SHARED_WEIGHTS):
-        torch.testing.assert_close(getattr(cell_module, weight).grad,
-                                   getattr(reference, weight + TORCH_SUFFIX[name]).grad, atol=1e-5, rtol=0)
+        torch.testing.assert_close(getattr(cell_module, weight).grad, getattr(reference, weight + suffix[name]).grad,
+                                   atol=1e-5, rtol=0, msg=f"{name}.{weight}")
 
 
 def test_reading_backwards_reverses_each_name_within_its_length():
@@ -72,11 +78,11 @@ def test_reading_backwards_reverses_each_name_within_its_length():
 
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("cell", EVERY_CELL)
-@pytest.mark.parametrize("embedding_dim, directions", [(0, 1), (4, 1), (4, 2)])
-def test_gradcheck_float64(cell, embedding_dim, impl, directions):
+@pytest.mark.parametrize("embedding_dim, directions, layers", [(0, 1, 1), (4, 1, 1), (4, 2, 1), (4, 2, 2)])
+def test_gradcheck_float64(cell, embedding_dim, impl, directions, layers):
     torch.manual_seed(0)
     model = char_rnn(6, 3, cell=cell, hidden_size=4, embedding_dim=embedding_dim, impl=impl,
-                     directions=directions).double()
+                     directions=directions, layers=layers).double()
     tokens, lengths = batch(vocab=6, lengths=(4, 2, 3))
     params = [p for p in model.parameters()]
 
@@ -88,11 +94,13 @@ def test_gradcheck_float64(cell, embedding_dim, impl, directions):
 
 
 @pytest.mark.parametrize("cell", EVERY_CELL)
-@pytest.mark.parametrize("embedding_dim, directions", [(0, 1), (8, 1), (8, 2)])
-def test_inference_path_equals_the_training_path(cell, embedding_dim, directions):
-    """bptt.final_state (table gathers, tanh as 2 sigmoid(2x) - 1, folded biases) against the autograd loop."""
+@pytest.mark.parametrize("embedding_dim, directions, layers", [(0, 1, 1), (8, 1, 1), (8, 2, 1), (8, 2, 2)])
+def test_inference_path_equals_the_training_path(cell, embedding_dim, directions, layers):
+    """bptt.final_state (table gathers, tanh as 2 sigmoid(2x) - 1, folded biases) against the autograd loop; a
+    stacked model's inference runs the bptt loop without a graph."""
     torch.manual_seed(3)
-    model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=embedding_dim, directions=directions).eval()
+    model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=embedding_dim, directions=directions,
+                     layers=layers).eval()
     tokens, lengths = batch(lengths=(2, 7, 4, 7, 1, 5, 3, 7))
     reference = model(tokens, lengths)
     assert reference.requires_grad  # the autograd loop ran
@@ -190,19 +198,19 @@ def test_per_step_contributions_match_unrolled_copies_and_sum_to_grad(cell, impl
 
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("cell", EVERY_CELL)
-def test_each_cell_of_a_two_way_model_splits_its_own_gradient_by_step(cell, impl):
+def test_each_cell_of_a_two_way_two_layer_model_splits_its_own_gradient_by_step(cell, impl):
     torch.manual_seed(1)
-    model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl, directions=2)
+    model = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl=impl, directions=2, layers=2)
     tokens, lengths = batch()
     (model(tokens, lengths, capture=True) * torch.randn(len(lengths), 5)).sum().backward()
-    assert set(model.capture) == {"cell", "cell_reverse"}
+    assert set(model.capture) == {"cell", "cell_reverse", "cell_l1", "cell_l1_reverse"}
     for name, cell_module in model.named_cells():
         pieces = model.capture[name].contributions()
         for weight in SHARED_WEIGHTS:
             torch.testing.assert_close(pieces[weight].sum(0), getattr(cell_module, weight).grad, atol=1e-5, rtol=0)
         # Each cell's first step multiplies its zero initial state: for the 7-letter names, distance 6.
         assert pieces["weight_hh"][6].abs().sum() == 0 and pieces["weight_hh"][5].abs().sum() > 0
-    forward, backward = (model.capture[name].contributions()["weight_ih"] for name in model.cell_names)
+    forward, backward = (model.capture[name].contributions()["weight_ih"] for name in model.cell_names[:2])
     assert not torch.allclose(forward, backward)  # two cells, two sets of weights, two readings
 
 
@@ -215,12 +223,13 @@ def test_capture_is_off_by_default_and_does_not_change_results():
     torch.testing.assert_close(model(tokens, lengths, capture=True), plain)
 
 
-@pytest.mark.parametrize("directions", [1, 2])
+@pytest.mark.parametrize("directions, layers", [(1, 1), (2, 1), (2, 2)])
 @pytest.mark.parametrize("cell", EVERY_CELL)
-def test_bptt_equals_the_autograd_reference(cell, directions):
+def test_bptt_equals_the_autograd_reference(cell, directions, layers):
     torch.manual_seed(2)
-    reference = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, directions=directions)
-    fast = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl="bptt", directions=directions)
+    reference = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, directions=directions, layers=layers)
+    fast = char_rnn(12, 5, cell=cell, hidden_size=16, embedding_dim=8, impl="bptt", directions=directions,
+                    layers=layers)
     fast.load_state_dict(reference.state_dict())
     tokens, lengths = batch(lengths=(2, 7, 4, 7, 1, 5, 3))
     weights = torch.randn(len(lengths), 5)

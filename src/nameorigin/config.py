@@ -110,6 +110,7 @@ class NetConfig:
     hidden_size: int = field(default=256, metadata=ENCODER)
     embedding_dim: int = field(default=64, metadata=ENCODER)  # 0: one-hot input, as in the PyTorch tutorial
     directions: int = field(default=1, metadata=ENCODER)  # 2: a second cell reads each name backwards
+    layers: int = field(default=1, metadata=ENCODER)  # cells stacked, each layer reading the states below
     ngram_buckets: int = field(default=65536, metadata=HEAD)  # hashed character n-grams; 0 turns the head off
     ngram_max: int = field(default=4, metadata=HEAD)
     dropout: float = 0.3
@@ -127,6 +128,9 @@ class NetConfig:
         whole("model.ngram_max", self.ngram_max, 1)
         rate("model.dropout", self.dropout)
         rate("model.input_dropout", self.input_dropout)
+        whole("model.layers", self.layers, 1)
+        if self.impl == Impl.triton and self.layers > 1:
+            raise UserError(f"model.impl=triton runs one layer (model.layers={self.layers}): use model.impl=bptt")
         if self.impl == Impl.triton and (self.hidden_size < 16 or self.hidden_size & (self.hidden_size - 1)):
             raise UserError(f"model.hidden_size={self.hidden_size}: model.impl=triton takes a power of two >= 16 "
                             "(its tiles)")

@@ -42,18 +42,21 @@ def _forward(cell: CellSpec, gi: torch.Tensor, weight_hh: torch.Tensor, bias_hh:
 
 
 def _backward(cell: CellSpec, grad_h: torch.Tensor, hs: torch.Tensor, acts: torch.Tensor,
-              extra: torch.Tensor | None, weight_hh: torch.Tensor,
-              batch_sizes: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Returns dL/d(gi) and dL/d(gh) for every step, [T, B, G*H] each (zero where a name had ended)."""
+              extra: torch.Tensor | None, weight_hh: torch.Tensor, batch_sizes: list[int],
+              every_step: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Returns dL/d(gi) and dL/d(gh) for every step, [T, B, G*H] each (zero where a name had ended). grad_h is
+    dL/d(final state) [B, H], or with `every_step` dL/d(state after step t) for every step, [T, B, H]."""
     steps, batch, gates = acts.shape
     grad_gi = acts.new_empty(steps, batch, gates)
     grad_gh = grad_gi if cell.folds_bias else acts.new_empty(steps, batch, gates)
-    dh = torch.zeros_like(grad_h)
-    dc = torch.zeros_like(grad_h) if cell.carries_memory else None
+    dh = torch.zeros_like(grad_h[0] if every_step else grad_h)
+    dc = torch.zeros_like(dh) if cell.carries_memory else None
     for t in range(steps - 1, -1, -1):
         n = batch_sizes[t]
         ending = batch_sizes[t + 1] if t + 1 < steps else 0
-        if ending < n:  # rows sorted longest first: these names end at step t
+        if every_step:  # what the layer above sent back to this step's state, plus what came through step t + 1
+            dh[:n] += grad_h[t, :n]
+        elif ending < n:  # rows sorted longest first: these names end at step t
             dh[ending:n] = grad_h[ending:n]
         if n < batch:  # names already ended: no gradient at this step
             grad_gi[t, n:] = 0
@@ -106,10 +109,13 @@ class CellLoop(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, gi: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor | None,
-                cell: CellSpec, lengths: torch.Tensor, batch_sizes: list[int], record: Any) -> torch.Tensor:
+                cell: CellSpec, lengths: torch.Tensor, batch_sizes: list[int], record: Any,
+                every_step: bool = False) -> torch.Tensor:
         hs, acts, extra = _forward(cell, gi, weight_hh, bias_hh, batch_sizes)
         ctx.save_for_backward(hs, acts, weight_hh, *([] if extra is None else [extra]))
-        ctx.cell, ctx.batch_sizes, ctx.record = cell, batch_sizes, record
+        ctx.cell, ctx.batch_sizes, ctx.record, ctx.every_step = cell, batch_sizes, record, every_step
+        if every_step:  # every step's state, for the layer above (zero past a name's end: it reads nothing there)
+            return hs[1:].clone()
         # Each name's final state was written at its own last step.
         return hs[lengths, torch.arange(gi.shape[1], device=hs.device)]
 
@@ -117,7 +123,7 @@ class CellLoop(torch.autograd.Function):
     def backward(ctx: Any, grad_h: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         hs, acts, weight_hh, *rest = ctx.saved_tensors
         grad_gi, grad_gh = _backward(ctx.cell, grad_h, hs, acts, rest[0] if rest else None, weight_hh,
-                                     ctx.batch_sizes)
+                                     ctx.batch_sizes, ctx.every_step)
         steps, batch, gates = grad_gh.shape
         # Every use's gradient at once: one product over all (step, name) rows; step 0 multiplies h = 0.
         grad_w = grad_gh[1:].reshape(-1, gates).t() @ hs[1:-1].reshape(-1, hs.shape[-1])
@@ -125,4 +131,4 @@ class CellLoop(torch.autograd.Function):
         if ctx.record is not None:  # hand the per-step pieces to the gradient-accumulation logger
             ctx.record.hiddens = hs[:-1].transpose(0, 1)
             ctx.record.grad_gh = grad_gh.transpose(0, 1)
-        return grad_gi, grad_w, grad_bias, None, None, None, None
+        return grad_gi, grad_w, grad_bias, None, None, None, None, None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -19,13 +19,22 @@ from nameorigin.config import Cell, ModelConfig, NetConfig, TransferShape, from_
 from nameorigin.model.bptt import final_state
 from nameorigin.model.capture import StepCapture
 from nameorigin.model.cells import cell_spec, check_cell
-from nameorigin.model.loops import LOOPS, reverse_within_length, sort_longest_first
+from nameorigin.model.loops import LOOPS, bptt_loop, reverse_within_length, sort_longest_first
 from nameorigin.model.ngram import NgramHead
 from nameorigin.model.transfer_parts import TransferParts
 
 SHARED_WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-REVERSE = "cell_reverse"
-CELL_NAMES = ("cell", REVERSE)  # the cells of model.directions 1 and 2, in reading order
+REVERSE = "_reverse"  # the suffix of a cell that reads each name backwards
+
+
+def cell_layout(directions: int, layers: int) -> list[list[str]]:
+    """The cells' attribute names, layer by layer, forwards then backwards: [["cell", "cell_reverse"],
+    ["cell_l1", "cell_l1_reverse"], ...]. The first layer's names are a one-way, one-layer model's."""
+    return [[f"cell{f'_l{layer}' if layer else ''}{REVERSE if backwards else ''}" for backwards in range(directions)]
+            for layer in range(layers)]
+
+
+CELL_NAMES = tuple(cell_layout(2, 1)[0])  # the first layer's cells: ("cell", "cell_reverse")
 
 
 class RecurrentCell(nn.Module):
@@ -70,7 +79,9 @@ class CharRNN(nn.Module):
 
     With `directions: 2` a second cell (`cell_reverse`, its own weights) reads each name from its last character
     to its first, and the head reads both final states side by side: a name's origin often shows at its start
-    ("Mc", "van") as much as at its end ("ski", "ović"). Each cell is one set of weights reused at every step.
+    ("Mc", "van") as much as at its end ("ski", "ović"). With `layers: N` each layer above the first reads the
+    states of the one below, position by position (both directions' side by side). Each cell is one set of
+    weights reused at every step.
 
     In eval mode the logits pass through the decision layer kept as buffers, so the checkpoint carries it:
     `logit_offset` (post-hoc logit adjustment, -tau * log prior) and `temperature` (fitted on validation)."""
@@ -81,11 +92,13 @@ class CharRNN(nn.Module):
         hidden, embedding_dim = config.hidden_size, config.embedding_dim
         check_cell(config)
         self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0) if embedding_dim else None
-        self.cell = RecurrentCell(config.cell, embedding_dim or vocab_size, hidden)
-        if config.directions == 2:
-            self.cell_reverse = RecurrentCell(config.cell, embedding_dim or vocab_size, hidden)
-        self.cell_names = CELL_NAMES[: config.directions]
-        self.state_size = hidden * config.directions  # what the head reads
+        self.layer_names = cell_layout(config.directions, config.layers)
+        self.state_size = hidden * config.directions  # what the head, and each layer above the first, reads
+        for layer, names in enumerate(self.layer_names):
+            for name in names:
+                self.add_module(name, RecurrentCell(config.cell, self.state_size if layer else embedding_dim
+                                                    or vocab_size, hidden))
+        self.cell_names = [name for names in self.layer_names for name in names]
         self.loop = LOOPS[config.impl]  # the training loop, chosen once
         self.input_dropout = nn.Dropout(config.input_dropout)  # on each character's vector
         self.dropout = nn.Dropout(config.dropout)
@@ -118,11 +131,25 @@ class CharRNN(nn.Module):
             if not (capture or torch.is_grad_enabled() or self.dropping_inputs):
                 return self.inference_state(tokens, lengths)
             record = {name: StepCapture(lengths.detach()) for name in self.cell_names} if capture else None
-            states = [self.loop(self, cell, self.reading(tokens, lengths, name), lengths,
-                                None if record is None else record[name], one_length)
-                      for name, cell in self.named_cells()]
+            h = self.run_layers(self.loop, tokens, lengths, record, one_length)
             self.capture = record
-            return states[0] if len(states) == 1 else torch.cat(states, dim=-1)
+            return h
+
+    def run_layers(self, loop: Callable[..., torch.Tensor], tokens: torch.Tensor, lengths: torch.Tensor,
+                   record: dict[str, StepCapture] | None = None, one_length: bool = False) -> torch.Tensor:
+        """Every layer in turn, each of its cells on its reading of the layer's input; the top layer's final
+        states side by side. Below the top, each cell returns its state after every character, put back in the
+        name's own order, for the layer above."""
+        inputs = tokens
+        for layer, names in enumerate(self.layer_names):
+            top = layer == len(self.layer_names) - 1
+            states = []
+            for name in names:
+                out = loop(self, getattr(self, name), self.reading(inputs, lengths, name), lengths,
+                           None if record is None else record[name], one_length, every_step=not top)
+                states.append(out if top else self.reading(out, lengths, name))
+            inputs = states[0] if len(states) == 1 else torch.cat(states, dim=-1)
+        return inputs
 
     def named_cells(self) -> list[tuple[str, RecurrentCell]]:
         """Each recurrent cell with its attribute name, in reading order: forwards, then backwards."""
@@ -130,10 +157,13 @@ class CharRNN(nn.Module):
 
     def reading(self, tokens: torch.Tensor, lengths: torch.Tensor, name: str) -> torch.Tensor:
         """The characters in the order the cell `name` reads them."""
-        return reverse_within_length(tokens, lengths) if name == REVERSE else tokens
+        return reverse_within_length(tokens, lengths) if name.endswith(REVERSE) else tokens
 
     def inference_state(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """No graph to record: bptt.final_state, the in-place loop over the batch sorted longest first."""
+        """No graph to record: bptt.final_state, the in-place loop over the batch sorted longest first. A stacked
+        model needs every state of the layers below: it runs the bptt loop without a graph."""
+        if len(self.layer_names) > 1:
+            return self.run_layers(bptt_loop, tokens, lengths)
         states = []
         for name, cell in self.named_cells():
             ordered, _, unsort, batch_sizes = sort_longest_first(self.reading(tokens, lengths, name), lengths)
@@ -173,8 +203,11 @@ class CharRNN(nn.Module):
         """x_t W_ih^T + b_ih for every timestep at once (plus b_hh when folding it, see bptt.py), and x itself
         when `keep_inputs` (for capture). Without input dropout each x_t is a row of a fixed table (the embedding,
         or the identity for one-hot), so this is a lookup into the projected table: vocab-many products instead
-        of one per character, with the same gradients."""
+        of one per character, with the same gradients. Above the first layer `tokens` are the states below
+        ([..., F], floating point), projected as they are."""
         bias = cell.bias_ih + cell.bias_hh if fold_recurrent_bias else cell.bias_ih
+        if tokens.is_floating_point():
+            return F.linear(tokens, cell.weight_ih, bias), tokens
         if not self.dropping_inputs:
             return (F.embedding(tokens, self.projection_table(cell, bias)),
                     self.embed(tokens) if keep_inputs else None)

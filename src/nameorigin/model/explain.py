@@ -42,8 +42,8 @@ NOT_TWO_WAY = ("--explain splits a score along one reading order, and this model
 
 
 def explainable(net) -> bool:
-    """The model reads each name in one order, along which its character terms telescope."""
-    return len(net.cell_names) == 1
+    """The model reads each name in one order (any number of layers), along which its character terms telescope."""
+    return all(len(names) == 1 for names in net.layer_names)
 
 
 @dataclass
@@ -61,18 +61,23 @@ class Explained:
 
 
 def states_after_each_character(net, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """[B, T + 1, H]: the empty state, then the state after each character, frozen after a name's end. The
-    cell's own reference step (RecurrentCell.step), looped in Python."""
-    cell = net.cell
-    gi = F.embedding(tokens, net.projection_table(cell, cell.bias_ih))
-    h = c = gi.new_zeros(tokens.shape[0], cell.hidden_size)
-    states = [h]
+    """[B, T + 1, H]: the empty state, then the top layer's state after each character, frozen after a name's
+    end. Each cell's own reference step (RecurrentCell.step), looped in Python, layer by layer: a one-way
+    layer's state after a character depends only on the characters up to it, so prefixes stay prefixes."""
     active = torch.arange(tokens.shape[1], device=tokens.device)[None, :] < lengths.to(tokens.device)[:, None]
-    for t in range(tokens.shape[1]):
-        h_new, c_new = cell.step(gi[:, t], F.linear(h, cell.weight_hh, cell.bias_hh), h, c)
-        keep = active[:, t, None]
-        h, c = torch.where(keep, h_new, h), torch.where(keep, c_new, c)
-        states.append(h)
+    inputs = None
+    for (name,) in net.layer_names:
+        cell = getattr(net, name)
+        gi = F.embedding(tokens, net.projection_table(cell, cell.bias_ih)) if inputs is None \
+            else F.linear(inputs, cell.weight_ih, cell.bias_ih)
+        h = c = gi.new_zeros(tokens.shape[0], cell.hidden_size)
+        states = [h]
+        for t in range(tokens.shape[1]):
+            h_new, c_new = cell.step(gi[:, t], F.linear(h, cell.weight_hh, cell.bias_hh), h, c)
+            keep = active[:, t, None]
+            h, c = torch.where(keep, h_new, h), torch.where(keep, c_new, c)
+            states.append(h)
+        inputs = torch.stack(states[1:], dim=1)
     return torch.stack(states, dim=1)
 
 

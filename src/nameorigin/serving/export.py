@@ -30,38 +30,49 @@ FORMATS = ("pt2", "onnx")
 
 class ExportableCharRNN(nn.Module):
     """CharRNN's eval-mode forward: (tokens [B, T] int64, lengths [B] int64) -> decision logits [B, labels]
-    (logit adjustment and temperature included), with each cell's own `step` inside a scan (for two directions,
-    the second on the names reversed)."""
+    (logit adjustment and temperature included), with each cell's own `step` inside a scan: for two directions
+    the second on the names reversed, for several layers each on the states of the one below."""
 
     def __init__(self, net: CharRNN):
         super().__init__()
         net = net.eval()
-        with torch.no_grad():  # each character's input projection, as the inference loop uses it
-            for name, cell in net.named_cells():
+        with torch.no_grad():  # each character's input projection for the first layer, as the inference loop uses it
+            for name in net.layer_names[0]:
+                cell = getattr(net, name)
                 self.register_buffer(f"table_{name}", net.projection_table(cell, cell.bias_ih).detach().clone())
         self.net = net  # its readout (heads, n-grams, known names) and decision layer are used as they are
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        states = [self.final_state(getattr(self, f"table_{name}"), cell, self.net.reading(tokens, lengths, name),
-                                   lengths) for name, cell in self.net.named_cells()]
-        h = states[0] if len(states) == 1 else torch.cat(states, dim=-1)
-        return self.net.decide(self.net.readout(h, tokens, lengths))
+        inputs = None
+        for layer, names in enumerate(self.net.layer_names):
+            top = layer == len(self.net.layer_names) - 1
+            states = []
+            for name in names:
+                cell = getattr(self.net, name)
+                gi = F.embedding(tokens, getattr(self, f"table_{name}")) if inputs is None \
+                    else F.linear(inputs, cell.weight_ih, cell.bias_ih)
+                out = self.states(cell, self.net.reading(gi, lengths, name), lengths, every_step=not top)
+                states.append(out if top else self.net.reading(out, lengths, name))
+            inputs = states[0] if len(states) == 1 else torch.cat(states, dim=-1)
+        return self.net.decide(self.net.readout(inputs, tokens, lengths))
 
     @staticmethod
-    def final_state(table: torch.Tensor, cell: nn.Module, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        inputs = F.embedding(tokens, table).transpose(0, 1)  # [T, B, G*H]
-        steps = torch.arange(tokens.shape[1], device=tokens.device)[:, None].expand(-1, tokens.shape[0])
+    def states(cell: nn.Module, gi: torch.Tensor, lengths: torch.Tensor, every_step: bool) -> torch.Tensor:
+        """The final state [B, H] from the input projections gi [B, T, G*H], or every step's [B, T, H]."""
+        inputs = gi.transpose(0, 1)  # [T, B, G*H]
+        steps = torch.arange(gi.shape[1], device=gi.device)[:, None].expand(-1, gi.shape[0])
 
         def step(carry: tuple[torch.Tensor, torch.Tensor], xs: tuple[torch.Tensor, torch.Tensor]) -> tuple:
             (h, c), (gi, t) = carry, xs
             h_new, c_new = cell.step(gi, F.linear(h, cell.weight_hh, cell.bias_hh), h, c)
             running = (t < lengths)[:, None]  # finished names keep their last state
             h, c = torch.where(running, h_new, h), torch.where(running, c_new, c)
-            return (h, c), h[:, :1].clone()  # scan needs a per-step output: a sliver, unused
+            # scan needs a per-step output: the state itself for a layer below the top, else a sliver, unused
+            return (h, c), h.clone() if every_step else h[:, :1].clone()
 
-        zeros = inputs.new_zeros(tokens.shape[0], cell.hidden_size)
-        (h, _), _ = scan(step, (zeros, zeros.clone()), (inputs, steps))
-        return h
+        zeros = inputs.new_zeros(gi.shape[0], cell.hidden_size)
+        (h, _), per_step = scan(step, (zeros, zeros.clone()), (inputs, steps))
+        return per_step.transpose(0, 1) if every_step else h
 
 
 def example_inputs() -> tuple[torch.Tensor, torch.Tensor]:

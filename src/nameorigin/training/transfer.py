@@ -11,14 +11,14 @@ import torch
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig, TransferShape, from_plain, shape_fields
-from nameorigin.model.charrnn import CELL_NAMES, SHARED_WEIGHTS
+from nameorigin.model.charrnn import SHARED_WEIGHTS, cell_layout
 from nameorigin.model.known import KnownNames
 
 
 def loaded_keys(config: ModelConfig) -> list[str]:
     """What fine-tuning carries over: the embedding and every cell's weights."""
-    return ["embedding.weight", *(f"{cell}.{weight}" for cell in CELL_NAMES[: config.directions]
-                                  for weight in SHARED_WEIGHTS)]
+    return ["embedding.weight", *(f"{cell}.{weight}" for names in cell_layout(config.directions, config.layers)
+                                  for cell in names for weight in SHARED_WEIGHTS)]
 
 
 def load_pretrained(path: str, config: ModelConfig) -> dict:
