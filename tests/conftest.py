@@ -36,7 +36,8 @@ def pytest_configure(config: pytest.Config) -> None:
 # The longest files first: pytest-xdist hands out whole files (--dist loadfile), so a long file drawn last keeps
 # one worker busy after the other has finished.
 LONGEST_FIRST = ("test_real_corpus.py", "test_surnames.py", "test_config.py", "test_train.py", "test_refit.py",
-                 "test_table_shares.py", "test_explain.py", "test_abstain.py", "test_reliability.py")
+                 "test_table_shares.py", "test_explain.py", "test_abstain.py", "test_reliability.py",
+                 "test_directions.py", "test_model.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
