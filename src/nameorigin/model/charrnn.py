@@ -24,17 +24,15 @@ from nameorigin.model.ngram import NgramHead
 from nameorigin.model.transfer_parts import TransferParts
 
 SHARED_WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+FIRST_CELL = "cell"  # the first layer's forward cell: a one-way, one-layer model's only cell
 REVERSE = "_reverse"  # the suffix of a cell that reads each name backwards
 
 
 def cell_layout(directions: int, layers: int) -> list[list[str]]:
     """The cells' attribute names, layer by layer, forwards then backwards: [["cell", "cell_reverse"],
     ["cell_l1", "cell_l1_reverse"], ...]. The first layer's names are a one-way, one-layer model's."""
-    return [[f"cell{f'_l{layer}' if layer else ''}{REVERSE if backwards else ''}" for backwards in range(directions)]
-            for layer in range(layers)]
-
-
-CELL_NAMES = tuple(cell_layout(2, 1)[0])  # the first layer's cells: ("cell", "cell_reverse")
+    return [[f"{FIRST_CELL}{f'_l{layer}' if layer else ''}{REVERSE if backwards else ''}"
+             for backwards in range(directions)] for layer in range(layers)]
 
 
 class RecurrentCell(nn.Module):
@@ -164,11 +162,13 @@ class CharRNN(nn.Module):
         model needs every state of the layers below: it runs the bptt loop without a graph."""
         if len(self.layer_names) > 1:
             return self.run_layers(bptt_loop, tokens, lengths)
+        # Sorted once: each direction reads the sorted rows (reversing a row keeps its length).
+        ordered, ordered_lengths, unsort, batch_sizes = sort_longest_first(tokens, lengths)
         states = []
         for name, cell in self.named_cells():
-            ordered, _, unsort, batch_sizes = sort_longest_first(self.reading(tokens, lengths, name), lengths)
             table = self.projection_table(cell, cell.bias_ih)
-            states.append(final_state(cell.spec, table, ordered.t(), cell.weight_hh, cell.bias_hh,
+            reading = self.reading(ordered, ordered_lengths, name)
+            states.append(final_state(cell.spec, table, reading.t(), cell.weight_hh, cell.bias_hh,
                                       batch_sizes)[unsort])
         return states[0] if len(states) == 1 else torch.cat(states, dim=-1)
 

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from nameorigin.base.errors import UserError
 from nameorigin.model.charrnn import batch_tokens
+from nameorigin.model.loops import autograd_loop
 from nameorigin.model.ngram import ngram_ids
 
 # The character terms telescope along one reading order; a name read both ways has no single order to split along.
@@ -62,23 +63,12 @@ class Explained:
 
 def states_after_each_character(net, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """[B, T + 1, H]: the empty state, then the top layer's state after each character, frozen after a name's
-    end. Each cell's own reference step (RecurrentCell.step), looped in Python, layer by layer: a one-way
+    end: the autograd loop, each cell's own reference step (RecurrentCell.step), layer by layer. A one-way
     layer's state after a character depends only on the characters up to it, so prefixes stay prefixes."""
-    active = torch.arange(tokens.shape[1], device=tokens.device)[None, :] < lengths.to(tokens.device)[:, None]
-    inputs = None
+    inputs = tokens
     for (name,) in net.layer_names:
-        cell = getattr(net, name)
-        gi = F.embedding(tokens, net.projection_table(cell, cell.bias_ih)) if inputs is None \
-            else F.linear(inputs, cell.weight_ih, cell.bias_ih)
-        h = c = gi.new_zeros(tokens.shape[0], cell.hidden_size)
-        states = [h]
-        for t in range(tokens.shape[1]):
-            h_new, c_new = cell.step(gi[:, t], F.linear(h, cell.weight_hh, cell.bias_hh), h, c)
-            keep = active[:, t, None]
-            h, c = torch.where(keep, h_new, h), torch.where(keep, c_new, c)
-            states.append(h)
-        inputs = torch.stack(states[1:], dim=1)
-    return torch.stack(states, dim=1)
+        inputs = autograd_loop(net, getattr(net, name), inputs, lengths, None, every_step=True)
+    return torch.cat([inputs.new_zeros(inputs.shape[0], 1, inputs.shape[2]), inputs], dim=1)
 
 
 def head_logits(net, states: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

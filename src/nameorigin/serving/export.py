@@ -36,30 +36,24 @@ class ExportableCharRNN(nn.Module):
     def __init__(self, net: CharRNN):
         super().__init__()
         net = net.eval()
+        self.table_names = {}  # cell -> the buffer holding its first-layer input projections
         with torch.no_grad():  # each character's input projection for the first layer, as the inference loop uses it
             for name in net.layer_names[0]:
                 cell = getattr(net, name)
                 self.register_buffer(f"table_{name}", net.projection_table(cell, cell.bias_ih).detach().clone())
-        self.net = net  # its readout (heads, n-grams, known names) and decision layer are used as they are
+                self.table_names[cell] = f"table_{name}"
+        self.net = net  # its layers, readout (heads, n-grams, known names) and decision layer are used as they are
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        inputs = None
-        for layer, names in enumerate(self.net.layer_names):
-            top = layer == len(self.net.layer_names) - 1
-            states = []
-            for name in names:
-                cell = getattr(self.net, name)
-                gi = F.embedding(tokens, getattr(self, f"table_{name}")) if inputs is None \
-                    else F.linear(inputs, cell.weight_ih, cell.bias_ih)
-                out = self.states(cell, self.net.reading(gi, lengths, name), lengths, every_step=not top)
-                states.append(out if top else self.net.reading(out, lengths, name))
-            inputs = states[0] if len(states) == 1 else torch.cat(states, dim=-1)
-        return self.net.decide(self.net.readout(inputs, tokens, lengths))
+        h = self.net.run_layers(self.scan_loop, tokens, lengths)
+        return self.net.decide(self.net.readout(h, tokens, lengths))
 
-    @staticmethod
-    def states(cell: nn.Module, gi: torch.Tensor, lengths: torch.Tensor, every_step: bool) -> torch.Tensor:
-        """The final state [B, H] from the input projections gi [B, T, G*H], or every step's [B, T, H]."""
-        inputs = gi.transpose(0, 1)  # [T, B, G*H]
+    def scan_loop(self, net: CharRNN, cell: nn.Module, inputs: torch.Tensor, lengths: torch.Tensor, record: None,
+                  one_length: bool = False, every_step: bool = False) -> torch.Tensor:
+        """A loop of nameorigin.model.loops' shape for CharRNN.run_layers: the final state [B, H] of the cell over
+        its inputs (tokens, or the states below), or every step's [B, T, H]."""
+        gi = F.linear(inputs, cell.weight_ih, cell.bias_ih) if inputs.is_floating_point() \
+            else F.embedding(inputs, getattr(self, self.table_names[cell]))
         steps = torch.arange(gi.shape[1], device=gi.device)[:, None].expand(-1, gi.shape[0])
 
         def step(carry: tuple[torch.Tensor, torch.Tensor], xs: tuple[torch.Tensor, torch.Tensor]) -> tuple:
@@ -70,8 +64,8 @@ class ExportableCharRNN(nn.Module):
             # scan needs a per-step output: the state itself for a layer below the top, else a sliver, unused
             return (h, c), h.clone() if every_step else h[:, :1].clone()
 
-        zeros = inputs.new_zeros(gi.shape[0], cell.hidden_size)
-        (h, _), per_step = scan(step, (zeros, zeros.clone()), (inputs, steps))
+        zeros = gi.new_zeros(gi.shape[0], cell.hidden_size)
+        (h, _), per_step = scan(step, (zeros, zeros.clone()), (gi.transpose(0, 1), steps))
         return per_step.transpose(0, 1) if every_step else h
 
 

@@ -19,7 +19,7 @@ from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import TensorBoardLogger
 
 from nameorigin.base.errors import UserError
-from nameorigin.model.charrnn import CELL_NAMES, SHARED_WEIGHTS
+from nameorigin.model.charrnn import FIRST_CELL, SHARED_WEIGHTS
 from nameorigin.training.plots import figure_to_writer, heatmap_figure, partial_sum_figure
 
 log = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ class GradAccumulationLogger(Callback):
 def panel_key(cell: str, weight: str) -> str:
     """The name of a cell's weight in the panels: the forward cell's weights by their own name, as for a one-way
     model; another cell's prefixed with the cell's name."""
-    return weight if cell == CELL_NAMES[0] else f"{cell}/{weight}"
+    return weight if cell == FIRST_CELL else f"{cell}/{weight}"
 
 
 def shared_weights(net: Any) -> list[tuple[str, torch.nn.Parameter]]:
