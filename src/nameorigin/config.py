@@ -61,6 +61,11 @@ class Normalize(Choice):
 
 
 ENCODER, HEAD = {"shapes": "encoder"}, {"shapes": "head"}
+# Settings a run may leave to the data (null in the YAML): nameorigin.training.sizing picks them from the table's
+# size and label count before the model is built. Python callers pass numbers, or get the schema's defaults.
+PICKED = {"picked": True}
+LEFT_TO_DATA = {"model.hidden_size", "model.directions", "model.ngram_buckets", "model.ngram_max", "model.dropout",
+                "model.impl", "model.label_smoothing", "data.batch_size"}
 CORPUS_URL = "https://download.pytorch.org/tutorial/data.zip"
 
 
@@ -83,12 +88,16 @@ def from_plain(cls: type, values: dict[str, Any]) -> Any:
 
 
 def whole(key: str, value: Any, minimum: int = 0) -> None:
+    if value is None and key in LEFT_TO_DATA:
+        return
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise UserError(f"{key}={value!r} must be a whole number >= {minimum}")
 
 
 def rate(key: str, value: Any, low: float = 0.0, high: float = 1.0) -> None:
     """value in [low, high)."""
+    if value is None and key in LEFT_TO_DATA:
+        return
     if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value)
                                                                              and low <= value < high):
         raise UserError(f"{key}={value!r} must be a number in [{low:g}, {high:g})")
@@ -96,6 +105,8 @@ def rate(key: str, value: Any, low: float = 0.0, high: float = 1.0) -> None:
 
 def choice(key: str, enum: type[Choice], value: Any) -> Choice:
     """A constructor called from Python may pass the word itself: turn it into the Enum or refuse it."""
+    if value is None and key in LEFT_TO_DATA:
+        return None
     try:
         return enum(value)
     except ValueError:
@@ -107,21 +118,23 @@ class NetConfig:
     """nameorigin.model.charrnn.CharRNN: the cell, its sizes and the n-gram head beside it."""
 
     cell: Cell = field(default=Cell.gru, metadata=ENCODER)
-    hidden_size: int = field(default=256, metadata=ENCODER)
+    hidden_size: int | None = field(default=256, metadata={**ENCODER, **PICKED})
     embedding_dim: int = field(default=64, metadata=ENCODER)  # 0: one-hot input, as in the PyTorch tutorial
-    directions: int = field(default=1, metadata=ENCODER)  # 2: a second cell reads each name backwards
+    # 2: a second cell reads each name backwards
+    directions: int | None = field(default=1, metadata={**ENCODER, **PICKED})
     layers: int = field(default=1, metadata=ENCODER)  # cells stacked, each layer reading the states below
-    ngram_buckets: int = field(default=65536, metadata=HEAD)  # hashed character n-grams; 0 turns the head off
-    ngram_max: int = field(default=4, metadata=HEAD)
-    dropout: float = 0.3
+    # hashed character n-grams; 0 turns the head off
+    ngram_buckets: int | None = field(default=65536, metadata={**HEAD, **PICKED})
+    ngram_max: int | None = field(default=4, metadata={**HEAD, **PICKED})
+    dropout: float | None = field(default=0.3, metadata=PICKED)
     input_dropout: float = 0.0
-    impl: Impl = Impl.autograd
+    impl: Impl | None = field(default=Impl.autograd, metadata=PICKED)
 
     def __post_init__(self) -> None:
         self.cell, self.impl = choice("model.cell", Cell, self.cell), choice("model.impl", Impl, self.impl)
         whole("model.hidden_size", self.hidden_size, 1)
         whole("model.embedding_dim", self.embedding_dim)
-        if self.directions not in (1, 2) or isinstance(self.directions, bool):
+        if self.directions not in (1, 2, None) or isinstance(self.directions, bool):
             raise UserError(f"model.directions={self.directions!r} must be 1 (reading each name forwards) or 2 "
                             "(forwards and backwards)")
         whole("model.ngram_buckets", self.ngram_buckets)
@@ -131,7 +144,8 @@ class NetConfig:
         whole("model.layers", self.layers, 1)
         if self.impl == Impl.triton and self.layers > 1:
             raise UserError(f"model.impl=triton runs one layer (model.layers={self.layers}): use model.impl=bptt")
-        if self.impl == Impl.triton and (self.hidden_size < 16 or self.hidden_size & (self.hidden_size - 1)):
+        size = self.hidden_size
+        if self.impl == Impl.triton and size is not None and (size < 16 or size & (size - 1)):
             raise UserError(f"model.hidden_size={self.hidden_size}: model.impl=triton takes a power of two >= 16 "
                             "(its tiles)")
 
@@ -140,7 +154,7 @@ class NetConfig:
 class ModelConfig(NetConfig):
     """The `model` group: the network's config plus how it is trained (nameorigin.training.module.NameClassifier)."""
 
-    label_smoothing: float = 0.0
+    label_smoothing: float | None = field(default=0.0, metadata=PICKED)
     class_weights: Any = None  # null | balanced | sqrt (from training counts) | one positive number per label
     logit_adjustment: float = 0.0  # > 0: predict with logits - tau * log(training prior)
     soft_targets: bool | None = None  # null: a share table's or the surnames' shares; true: languages share a target
@@ -205,7 +219,7 @@ class LoaderConfig:
 
     split_fractions: list[float] = field(default_factory=lambda: [0.8, 0.1, 0.1])
     split_seed: int = 0
-    batch_size: int = 64
+    batch_size: int | None = field(default=64, metadata=PICKED)
     num_workers: int = 0  # batches are slices of pre-encoded tensors: workers only add start-up time
     normalize: Normalize = Normalize.ascii
     label_name: str = "language"  # what a label is: prediction columns, JSON keys and the model card say it
@@ -280,7 +294,7 @@ class SurnamesDataConfig(LoaderConfig):
     cache: str = "data/surnames"
     limit: int = 0  # > 0: a deterministic sample of this many names
     split_fractions: list[float] = field(default_factory=lambda: [0.98, 0.01, 0.01])
-    batch_size: int = 512
+    batch_size: int | None = field(default=512, metadata=PICKED)
     label_name: str = "country"
 
     def __post_init__(self) -> None:
@@ -342,6 +356,11 @@ class TrainConfig:
     ckpt_path: str | None = None  # resume: a .ckpt, or "last" for the newest run's last.ckpt
     optimized_metric: str | None = "val/acc_best"  # what train.py returns, for sweepers
     test: bool = True  # after fit, test the chosen checkpoint on the held-out split
+
+
+def left_to_data(config: Any) -> list[str]:
+    """The fields of a config dataclass marked PICKED that are still None: the data has not picked them yet."""
+    return [f.name for f in dataclasses.fields(config) if f.metadata.get("picked") and getattr(config, f.name) is None]
 
 
 def check_run(cfg: Any) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from nameorigin.base.atomic import write_atomically
 from nameorigin.data.batching import is_refit
 from nameorigin.training.checkpointing import update_checkpoint
+from nameorigin.training.sizing import describe
 
 LIMITS = """\
 - A name's language of origin is **not** a person's ethnicity, nationality, citizenship or the language they
@@ -69,7 +70,14 @@ def label_source(columns: dict) -> str:
     return source + (f", each row weighted in the training loss by `{weight}`" if weight else "")
 
 
-def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: str) -> str:
+def picked_lines(picks: list) -> list[str]:
+    """The card's account of the settings the data picked (nameorigin.training.sizing)."""
+    return [f"- Picked from the data, which the run left them to (docs/configuration.md, \"Settings that fit the "
+            f"data\"): {describe(picks)}."] if picks else []
+
+
+def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: str,
+           picks: list | None = None) -> str:
     hp, data = checkpoint["hyper_parameters"], checkpoint.get("data") or {}
     model, transfer = hp["config"], hp.get("transfer") or {}
     calibration = checkpoint.get("calibration", {})
@@ -106,6 +114,7 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
           if model["init_from"] else []),
         "- Settings (`model.*`, as stored in the checkpoint): "
         + ", ".join(f"{key}={value}" for key, value in model.items() if key not in ("optimizer", "scheduler")) + ".",
+        *picked_lines(picks or []),
         "",
         "## Data and provenance",
         (f"- Corpus: the table `{manifest['path']}` (names from column `{manifest['columns']['name_column']}`, "
@@ -192,14 +201,15 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
     return "\n".join(lines)
 
 
-def write_model_card(output_dir: Path, checkpoint_path: str | Path, metrics: dict[str, Any]) -> Path:
+def write_model_card(output_dir: Path, checkpoint_path: str | Path, metrics: dict[str, Any],
+                     picks: list | None = None) -> Path:
     """Render the card from the checkpoint and the run's metrics; write MODEL_CARD.md and embed it."""
     import torch
 
     checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
     manifest_path = Path(output_dir) / "split.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
-    text = render(checkpoint, metrics, manifest, reproduce_command())
+    text = render(checkpoint, metrics, manifest, reproduce_command(), picks)
     path = Path(output_dir) / "MODEL_CARD.md"
     write_atomically(path, lambda p: p.write_text(text, encoding="utf-8"))
     update_checkpoint(checkpoint_path, lambda ckpt: ckpt.__setitem__("model_card", text))

@@ -22,7 +22,7 @@ from nameorigin.config import ModelConfig, check_run, from_plain, shape_fields
 from nameorigin.data.batching import is_refit
 from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate
 from nameorigin.model.cells import check_cell
-from nameorigin.training import graphed, refit, transfer
+from nameorigin.training import graphed, refit, sizing, transfer
 from nameorigin.training.abstention import fit_abstention
 from nameorigin.training.card import write_model_card
 from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
@@ -124,15 +124,21 @@ def train(cfg: DictConfig) -> dict[str, float]:
     """Train, then test the best checkpoint. Returns the final metrics (callback_metrics as floats)."""
     model_config = typed_settings(cfg)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    ckpt_path, resumed = resolve_checkpoint(cfg, model_config)
     datamodule = build(cfg, "data")
     pretrained = transfer.load_pretrained(model_config.init_from, model_config) if model_config.init_from else None
-    if pretrained is not None:  # fine-tuning keeps the pretrained vocabulary
+    if pretrained is not None:  # fine-tuning keeps the pretrained vocabulary, and its encoder's sizes
         datamodule.fixed_vocab = pretrained["hyper_parameters"]["vocab"]
+        transfer.adopt_encoder(cfg, pretrained)
     datamodule.prepare_data()
     datamodule.setup("fit")
     if getattr(datamodule, "setup_seconds", None):
         log.info("corpus read in %.1f s, split in %.1f s, encoded in %.1f s", *datamodule.setup_seconds.values())
+    picks = sizing.fill_from_data(cfg, len(datamodule.splits["train"]), len(datamodule.labels),
+                                  bool(model_config.soft_targets or getattr(datamodule, "soft_labels", False)))
+    if picks:
+        model_config = typed_settings(cfg)
+        datamodule.batch_size = cfg.data.batch_size
+    ckpt_path, resumed = resolve_checkpoint(cfg, model_config)
     if pretrained is not None:
         transfer.check_held_out(model_config.init_from, pretrained, datamodule)
     if ckpt_path is not None:  # before the model is built from this corpus' vocabulary
@@ -173,7 +179,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
     if trainer.is_global_zero:
         if final and cfg.card.enabled:
-            write_model_card(output_dir, final, metrics)
+            write_model_card(output_dir, final, metrics, picks)
         report(metrics, output_dir)
     return metrics
 

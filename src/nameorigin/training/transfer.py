@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from omegaconf import DictConfig, open_dict
 
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
-from nameorigin.config import ModelConfig, TransferShape, from_plain, shape_fields
+from nameorigin.config import ModelConfig, TransferShape, from_plain, plain, shape_fields
 from nameorigin.model.charrnn import SHARED_WEIGHTS, cell_layout
 from nameorigin.model.known import KnownNames
 
@@ -29,7 +30,7 @@ def load_pretrained(path: str, config: ModelConfig) -> dict:
     saved = from_plain(ModelConfig, hp["config"])  # a setting the checkpoint predates takes its default
     keys = shape_fields(config, "encoder")
     wrong = [f"{key}={getattr(config, key)} (checkpoint: {getattr(saved, key)})" for key in keys
-             if getattr(saved, key) != getattr(config, key)]
+             if getattr(config, key) is not None and getattr(saved, key) != getattr(config, key)]
     if wrong:
         raise UserError(f"model.init_from={path} does not fit: {', '.join(wrong)}; set "
                         f"{', '.join(f'model.{key}' for key in keys)} to the checkpoint's values")
@@ -42,6 +43,15 @@ def load_pretrained(path: str, config: ModelConfig) -> dict:
         raise UserError(f"model.init_from={path} has no {', '.join(missing)}: pretrain with an embedding "
                             "(model.embedding_dim > 0)")
     return checkpoint
+
+
+def adopt_encoder(cfg: DictConfig, checkpoint: dict) -> None:
+    """Encoder settings the run left null (to the data) are the pretrained checkpoint's: its weights decide them."""
+    saved = from_plain(ModelConfig, checkpoint["hyper_parameters"]["config"])
+    with open_dict(cfg):
+        for key in shape_fields(saved, "encoder"):
+            if cfg.model.get(key, "absent") is None:
+                cfg.model[key] = plain(saved)[key]
 
 
 def check_held_out(path: str, checkpoint: dict, datamodule: Any) -> None:

@@ -1,0 +1,126 @@
+"""Settings that fit the data: what a run leaves null (`model.hidden_size: null`, `data.batch_size: null`, ...) is
+picked here from the training split's size and label count, before the model is built.
+
+The rule is a table of tiers by training pairs, so a user reads in one line what their table gets and why. The
+small tier is the 18-language corpus' tuned default (16k training names); the large tier is what validation
+picked on name2nat's NaNa (890k). The medium tier sits between them. The figures behind each tier:
+docs/configuration.md#settings-that-fit-the-data. A setting given on the command line or in an experiment file
+is never touched: only nulls are filled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+log = logging.getLogger(__name__)
+
+# Past this many labels a large table's n-gram head (buckets x labels weights) memorizes its names within two
+# epochs, and validation falls after that.
+MANY_LABELS = 20
+# The n-gram head holds buckets x labels weights (and AdamW two more of each): past this many, halve the buckets.
+NGRAM_TABLE_LIMIT = 2**26
+
+
+@dataclass(frozen=True)
+class Tier:
+    """The settings one size of table gets; `up_to` is the largest training split (pairs) it covers."""
+
+    name: str
+    up_to: float
+    why: str
+    hidden_size: int
+    directions: int
+    impl: str
+    batch_size: int
+    max_epochs: int
+    lr: float
+    ngram_buckets: int
+    ngram_max: int
+    dropout: float
+    label_smoothing: float
+    max_epochs_many_labels: int | None = None  # instead of max_epochs with more than MANY_LABELS labels
+
+
+TIERS = (
+    Tier("small", 50_000, "up to 50k training pairs: the 18-language corpus' settings, tuned on its validation split",
+         hidden_size=256, directions=1, impl="autograd", batch_size=64, max_epochs=12, lr=3e-3,
+         ngram_buckets=2**16, ngram_max=4, dropout=0.3, label_smoothing=0.1),
+    Tier("medium", 300_000, "50k-300k training pairs: between the small and large tiers' settings",
+         hidden_size=256, directions=1, impl="bptt", batch_size=256, max_epochs=6, lr=3e-3,
+         ngram_buckets=2**17, ngram_max=5, dropout=0.2, label_smoothing=0.05),
+    Tier("large", float("inf"), "over 300k training pairs: the settings validation picked on NaNa (890k) and the "
+         "first-name gender table (447k)",
+         hidden_size=256, directions=1, impl="bptt", batch_size=512, max_epochs=10, lr=3e-3,
+         ngram_buckets=2**18, ngram_max=5, dropout=0.1, label_smoothing=0.0, max_epochs_many_labels=2),
+)
+
+# Where each picked setting lives in the composed config.
+KEYS = {"hidden_size": "model.hidden_size", "directions": "model.directions", "impl": "model.impl",
+        "ngram_buckets": "model.ngram_buckets", "ngram_max": "model.ngram_max", "dropout": "model.dropout",
+        "label_smoothing": "model.label_smoothing", "lr": "model.optimizer.lr", "batch_size": "data.batch_size",
+        "max_epochs": "trainer.max_epochs"}
+
+
+@dataclass(frozen=True)
+class Pick:
+    key: str
+    value: Any
+    why: str
+
+
+def tier_for(train_pairs: int) -> Tier:
+    return next(tier for tier in TIERS if train_pairs <= tier.up_to)
+
+
+def rule(train_pairs: int, labels: int, soft_targets: bool) -> list[Pick]:
+    """Every setting the rule decides for a training split of this size, each with its reason."""
+    tier = tier_for(train_pairs)
+    because = f"{tier.name} tier ({train_pairs:,} training pairs; {tier.why})"
+    picks = {field.name: Pick(KEYS[field.name], getattr(tier, field.name), because)
+             for field in dataclasses.fields(Tier) if field.name in KEYS}
+    buckets = tier.ngram_buckets
+    while buckets * labels > NGRAM_TABLE_LIMIT and buckets > 2**12:
+        buckets //= 2
+    if buckets != tier.ngram_buckets:
+        picks["ngram_buckets"] = Pick(KEYS["ngram_buckets"], buckets, f"{because}, halved until buckets x "
+                                      f"{labels} labels <= 2^26 weights")
+    if tier.max_epochs_many_labels and labels > MANY_LABELS:
+        picks["max_epochs"] = Pick(KEYS["max_epochs"], tier.max_epochs_many_labels,
+                                   f"{because}, with {labels} labels (over {MANY_LABELS}: the n-gram head memorizes "
+                                   "the names within two epochs)")
+    if soft_targets and tier.label_smoothing:
+        picks["label_smoothing"] = Pick(KEYS["label_smoothing"], 0.0, "the targets are the data's shares: "
+                                        "nothing to smooth")
+    return list(picks.values())
+
+
+def fill_from_data(cfg: DictConfig, train_pairs: int, labels: int, soft_targets: bool) -> list[Pick]:
+    """Set every null setting the rule covers to its pick, in place; returns the picks made (none when the run
+    left nothing to the data)."""
+    made = []
+    for pick in rule(train_pairs, labels, soft_targets):
+        if OmegaConf.select(cfg, pick.key, default="absent") is None:
+            with open_dict(cfg):
+                OmegaConf.update(cfg, pick.key, pick.value, merge=False)
+            made.append(pick)
+    if made:
+        log.info("picked from the data: %s", describe(made))
+    return made
+
+
+def describe(picks: list[Pick]) -> str:
+    """The picks grouped by their reason, in one line: what train.log and the model card say."""
+    by_reason: dict[str, list[str]] = {}
+    for pick in picks:
+        by_reason.setdefault(pick.why, []).append(f"{pick.key}={pick.value}")
+    return "; ".join(f"{', '.join(keys)} ({why})" for why, keys in by_reason.items())
+
+
+def unpicked(cfg: DictConfig) -> list[str]:
+    """Settings still null that the rule would fill: the run must pick them from the data before it builds."""
+    return [key for key in KEYS.values() if OmegaConf.select(cfg, key, default="absent") is None]
