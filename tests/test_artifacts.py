@@ -33,3 +33,34 @@ def test_models_written_before_the_typed_artifacts_answer_as_before(file):
 def test_the_old_checkpoint_has_no_format_version():
     checkpoint = torch.load(FIXTURES / "model.ckpt", weights_only=True)
     assert "format" not in checkpoint and isinstance(checkpoint["calibration"]["abstention"], dict)
+
+
+def test_new_checkpoints_and_exports_carry_their_format_and_typed_parts(trained, tmp_path):
+    from nameorigin.model.artifacts import CHECKPOINT_FORMAT, EXPORT_FORMAT, AbstentionRule, Calibration, ServingMeta
+    from nameorigin.serving.export import export_model
+
+    run, _, _ = trained
+    checkpoint = torch.load(run / "checkpoints" / "refit.ckpt", weights_only=True)
+    assert checkpoint["format"] == CHECKPOINT_FORMAT
+    meta = ServingMeta.from_checkpoint(checkpoint)
+    assert isinstance(meta.calibration, Calibration) and isinstance(meta.calibration.abstention, AbstentionRule)
+    assert meta.calibration.carried_from == "best.ckpt"
+    assert ServingMeta.from_plain(json.loads(json.dumps(meta.plain()))) == meta  # plain types, JSON and back
+
+    predictor = Predictor.load(run / "checkpoints" / "refit.ckpt")
+    (sidecar,) = [p for p in export_model(predictor, tmp_path / "model", ("pt2",)) if p.suffix == ".json"]
+    written = json.loads(sidecar.read_text())
+    assert written["format"] == EXPORT_FORMAT and ServingMeta.from_plain(written) == meta
+    names = ["Bokamoto", "Sakovsky", "", "Zzzz"]
+    exported = Predictor.load(tmp_path / "model.pt2")
+    for mine, theirs in zip(predictor.predict(names, top_k=3, coverage=0.9),
+                            exported.predict(names, top_k=3, coverage=0.9), strict=True):
+        assert mine.prediction_set == theirs.prediction_set
+        assert mine.reason_code == theirs.reason_code
+
+
+def test_the_predictor_is_built_from_the_network_and_its_meta():
+    import inspect
+
+    parameters = [p for p in inspect.signature(Predictor.__init__).parameters if p != "self"]
+    assert parameters == ["net", "meta", "device"]

@@ -40,8 +40,8 @@ def test_a_validation_split_without_errors_stops_the_temperature_at_its_bound():
     logits = torch.randn(300, 3, generator=torch.Generator().manual_seed(4)) * 0.1
     logits[torch.arange(300), labels] += 5
     summary = calibrate(logits, labels, [0.9])
-    assert summary["temperature"] == pytest.approx(TEMPERATURE_RANGE[0]) and summary["temperature_at_bound"]
-    assert not calibrate(*sample(5_000, seed=5), [0.9])["temperature_at_bound"]
+    assert summary.temperature == pytest.approx(TEMPERATURE_RANGE[0]) and summary.temperature_at_bound
+    assert not calibrate(*sample(5_000, seed=5), [0.9]).temperature_at_bound
 
 
 def test_ece_matches_torchmetrics_and_drops_after_scaling():
@@ -51,7 +51,7 @@ def test_ece_matches_torchmetrics_and_drops_after_scaling():
     reference = MulticlassCalibrationError(6, n_bins=15, norm="l1")(probs, labels)
     assert expected_calibration_error(probs, labels) == pytest.approx(float(reference), abs=1e-6)
     summary = calibrate(overconfident, labels, [0.9])
-    assert summary["val_ece"] < summary["val_ece_raw"] / 3 and summary["val_ece"] < 0.03
+    assert summary.val_ece < summary.val_ece_raw / 3 and summary.val_ece < 0.03
 
 
 @pytest.mark.parametrize("coverage", [0.8, 0.9, 0.95])

@@ -10,6 +10,7 @@ from nameorigin.base.errors import UserError
 from nameorigin.config import TableDataConfig
 from nameorigin.data.names import label_files, read_corpus, split_by_name
 from nameorigin.data.table import COLUMN_SETTINGS, read_table
+from nameorigin.model.artifacts import Calibration
 from nameorigin.model.calibration import expected_calibration_error, level_key, prediction_sets
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
 
@@ -49,14 +50,14 @@ def checkpoint_splits(predictor: Predictor, root: str | Path) -> dict[str, list[
 SET_LEVEL = 0.9  # the prediction-set level evaluate() reports
 
 
-def ranked_scores(probs: torch.Tensor, truth: torch.Tensor, calibration: dict) -> dict:
+def ranked_scores(probs: torch.Tensor, truth: torch.Tensor, calibration: Calibration) -> dict:
     """What ranks and probabilities say beyond the top label, each test pair one sample (a name under two labels
     is two samples, as name2nat counts them): precision@1..5 (the true label among the top K), the top-label ECE,
     and, when the checkpoint stores the level, how often the 90 % prediction set holds the label and its size."""
     rank = (probs > probs.gather(1, truth[:, None])).sum(1)  # how many labels score above the true one
     result = {"precision_at": {k: float((rank < k).double().mean()) for k in range(1, min(5, probs.shape[1]) + 1)},
               "ece": expected_calibration_error(probs, truth)}
-    threshold = calibration.get("conformal", {}).get(level_key(SET_LEVEL))
+    threshold = calibration.conformal.get(level_key(SET_LEVEL))
     if threshold is not None:
         sets = prediction_sets(probs, float(threshold))
         result["set_level"] = SET_LEVEL
@@ -80,7 +81,8 @@ def evaluate(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZ
     k = len(predictor.labels)
     accuracy, macro_f1, f1, confusion = scores(truth, preds, k)
     result = {"size": len(test), "accuracy": accuracy, "macro_f1": macro_f1,
-              **ranked_scores(probs, truth, predictor.calibration if predictor.undo_temperature == 1.0 else {}),
+              **ranked_scores(probs, truth,
+                              predictor.calibration if predictor.undo_temperature == 1.0 else Calibration()),
               "per_class_f1": dict(zip(predictor.labels, f1, strict=True)),
               "labels": predictor.labels, "confusion": confusion.tolist(), "correct": (preds == truth).tolist()}
     if known_keys is not None:

@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     if out.is_dir():
         raise UserError(f"--out {out} is a folder: pass the path of the CSV to write")
-    meta = convert_first_names(out)
-    print(json.dumps(meta["counts"], indent=1))
-    print(f"wrote {out} ({meta['counts']['kept']} names) and {out.with_suffix('.json')}")
+    record = convert_first_names(out)
+    print(json.dumps(record["counts"], indent=1))
+    print(f"wrote {out} ({record['counts']['kept']} names) and {out.with_suffix('.json')}")
     return 0

@@ -35,10 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--out {args.out} is a folder: pass the path of the CSV to write")
     if args.fetch:
         with tempfile.TemporaryDirectory() as folder:
-            meta = convert_nana(fetch_wheel(Path(folder)), args.out)
+            record = convert_nana(fetch_wheel(Path(folder)), args.out)
     else:
-        meta = convert_nana(args.wheel, args.out)
-    print(json.dumps(meta["counts"], indent=1))
-    print(f"wrote {args.out} ({meta['counts']['names']} names, {meta['counts']['nationalities']} nationalities) "
+        record = convert_nana(args.wheel, args.out)
+    print(json.dumps(record["counts"], indent=1))
+    print(f"wrote {args.out} ({record['counts']['names']} names, {record['counts']['nationalities']} nationalities) "
           f"and {args.out.with_suffix('.json')}")
     return 0

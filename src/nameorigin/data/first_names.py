@@ -67,8 +67,8 @@ def convert_first_names(out: Path, source: Path | None = None) -> dict:
 
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(out, write_csv)
-    meta = {"source": "names-dataset 3.3.1 (Apache-2.0), v3/first_names.pkl.gz", "table": out.name,
+    record = {"source": "names-dataset 3.3.1 (Apache-2.0), v3/first_names.pkl.gz", "table": out.name,
             "sha256": sha256(out), "columns": ["name", *GENDERS], "counts": dict(counts),
             "decisions": __doc__.split("Decisions, ")[1].strip()}
-    write_atomically(out.with_suffix(".json"), lambda p: p.write_text(json.dumps(meta, indent=1)))
-    return meta
+    write_atomically(out.with_suffix(".json"), lambda p: p.write_text(json.dumps(record, indent=1)))
+    return record

@@ -129,9 +129,9 @@ def convert_nana(wheel: Path, out: Path) -> dict:
             writer.writerows((name, SEPARATOR.join(kept[name])) for name in names)
 
     write_atomically(out, write_csv)
-    meta = {"source": f"name2nat 0.5.1 (Apache-2.0), {MEMBER}", "wheel_sha256": sha256(wheel), "table": out.name,
+    record = {"source": f"name2nat 0.5.1 (Apache-2.0), {MEMBER}", "wheel_sha256": sha256(wheel), "table": out.name,
             "sha256": sha256(out), "columns": ["name", "nationality"], "label_separator": SEPARATOR,
             "counts": dict(counts), "dropped_nationalities": rare, "nationalities": nationalities,
             "decisions": __doc__.split("Decisions, ")[1].strip()}
-    write_atomically(out.with_suffix(".json"), lambda p: p.write_text(json.dumps(meta, indent=1)))
-    return meta
+    write_atomically(out.with_suffix(".json"), lambda p: p.write_text(json.dumps(record, indent=1)))
+    return record

@@ -112,12 +112,12 @@ def convert(cache: Path, source: Path | None = None) -> dict:
                      countries=np.array(countries))
 
     write_atomically(npz, write_npz)
-    meta = {"source": "names-dataset 3.3.1 (Apache-2.0), v3/last_names.pkl.gz", "sha256": sha256(npz),
+    record = {"source": "names-dataset 3.3.1 (Apache-2.0), v3/last_names.pkl.gz", "sha256": sha256(npz),
             "counts": dict(counts), "countries": countries,
             "country_names": [country_name(code) for code in countries],
             "decisions": __doc__.split("Decisions, ")[1].strip()}
-    write_atomically(cache / "last_names.json", lambda p: p.write_text(json.dumps(meta, indent=1)))
-    return meta
+    write_atomically(cache / "last_names.json", lambda p: p.write_text(json.dumps(record, indent=1)))
+    return record
 
 
 def sha256(path: Path) -> str:
@@ -135,16 +135,16 @@ class Surnames:
                 raise UserError(f"{setting}: {meta_path} does not exist: run python train.py "
                                 "experiment=surnames_pretrain once, which converts the names-dataset corpus")
             convert(cache)
-        self.meta = json.loads(meta_path.read_text())
-        if not npz.is_file() or sha256(npz) != self.meta["sha256"]:
+        self.record = json.loads(meta_path.read_text())
+        if not npz.is_file() or sha256(npz) != self.record["sha256"]:
             raise UserError(f"{setting}: {npz} is missing or does not match its sha256 in {meta_path.name}: "
                             "delete both files and run again to convert anew")
         with np.load(npz, allow_pickle=False) as arrays:
             self.names = arrays["blob"].tobytes().decode("ascii").split("\n")
             self.top_index = torch.from_numpy(arrays["top_index"].astype(np.int64))
             self.top_share = torch.from_numpy(arrays["top_share"])
-        self.countries: list[str] = self.meta["countries"]
-        self.sha256 = self.meta["sha256"]
+        self.countries: list[str] = self.record["countries"]
+        self.sha256 = self.record["sha256"]
 
     def shares(self, rows: torch.Tensor) -> torch.Tensor:
         """Dense [len(rows), countries] share matrix (column `countries` absorbs the empty slots)."""
@@ -202,7 +202,7 @@ class SurnamesDataModule(BucketedDataModule):
         self.corpus = Surnames(self.cache)
         self.corpus_sha256 = self.corpus.sha256
         self.labels = self.corpus.countries
-        self.label_names = self.corpus.meta["country_names"]
+        self.label_names = self.corpus.record["country_names"]
         rows = range(len(self.corpus.names))
         if self.limit:  # a deterministic sample, for tests and quick looks
             rows = sorted(np.random.default_rng(self.split_seed).permutation(len(rows))[: self.limit].tolist())
@@ -223,7 +223,7 @@ class SurnamesDataModule(BucketedDataModule):
     def manifest(self) -> dict:
         """Settings, counts and the held-out names (train is every other kept name of the cache)."""
         return {"cache": str(self.cache), "corpus_sha256": self.corpus_sha256,
-                "conversion": self.corpus.meta["counts"], "decisions": self.corpus.meta["decisions"],
+                "conversion": self.corpus.record["counts"], "decisions": self.corpus.record["decisions"],
                 "split_fractions": self.split_fractions, "split_seed": self.split_seed, "limit": self.limit,
                 "sizes": {s: len(r) for s, r in self.splits.items()},
                 "held_out": {s: [self.corpus.names[r] for r in self.splits[s]] for s in ("val", "test")}}

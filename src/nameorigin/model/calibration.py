@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import torch
 
+from nameorigin.model.artifacts import Calibration
+
 # The temperature is searched in this range. When every validation name is right by a wide margin the loss keeps
 # falling as T -> 0 (on a tiny corpus it reached 0.002, every probability 1.0); the bound stops it first.
 TEMPERATURE_RANGE = (0.1, 10.0)
@@ -104,20 +106,18 @@ def share_calibration_error(probs: torch.Tensor, shares: torch.Tensor, bins: int
 
 
 def calibrate(logits: torch.Tensor, targets: torch.Tensor, coverages: Sequence[float], bins: int = 15,
-              shares: torch.Tensor | None = None) -> dict:
+              shares: torch.Tensor | None = None) -> Calibration:
     """Everything fitted on validation logits: temperature, ECE before and after, conformal thresholds. With
     shares (a model trained against them) the temperature minimizes the cross-entropy against the shares, which
     is what the model's probabilities mean; the conformal sets still cover each name's majority label."""
     temperature = fit_temperature(logits, targets if shares is None else shares / shares.sum(-1, keepdim=True))
     raw, scaled = logits.float().softmax(-1), (logits.float() / temperature).softmax(-1)
-    summary = {"temperature": temperature, "temperature_at_bound": at_bound(temperature), "bins": bins,
-               "val_size": len(targets),
-               "val_ece_raw": expected_calibration_error(raw, targets, bins),
-               "val_ece": expected_calibration_error(scaled, targets, bins),
-               "conformal": conformal_thresholds(scaled, targets, coverages),
-               "conformal_score": "1 - p(true language), top language always included",
-               # the label mix the calibrated probabilities carry, which --prior divides out (serving/prior.py)
-               "label_prior": scaled.mean(0).tolist()}
-    if shares is not None:
-        summary["val_ece_shares"] = share_calibration_error(scaled, shares, bins)
-    return summary
+    return Calibration(
+        temperature=temperature, temperature_at_bound=at_bound(temperature), bins=bins, val_size=len(targets),
+        val_ece_raw=expected_calibration_error(raw, targets, bins),
+        val_ece=expected_calibration_error(scaled, targets, bins),
+        val_ece_shares=None if shares is None else share_calibration_error(scaled, shares, bins),
+        conformal=conformal_thresholds(scaled, targets, coverages),
+        conformal_score="1 - p(true language), top language always included",
+        # the label mix the calibrated probabilities carry, which --prior divides out (serving/prior.py)
+        label_prior=scaled.mean(0).tolist())

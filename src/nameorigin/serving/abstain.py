@@ -35,16 +35,16 @@ def abstentions(predictor: Any, encoded: tuple[torch.Tensor, torch.Tensor], ener
         for start in range(0, len(lengths), batch_size):
             part = lengths[start : start + batch_size]
             novelty.append(predictor.novelty.score(tokens[start : start + batch_size, : int(part.max())].long(), part))
-        score = ood_score(torch.cat(novelty), energy, rule["scale"]).tolist()
+        score = ood_score(torch.cat(novelty), energy, rule.scale).tolist()
     shares = ((tokens == unk).sum(1).double() / lengths.double()).tolist()
     verdicts = []
     for i, unknown in enumerate(shares):
-        if rule and unknown > rule["max_unknown_share"]:
+        if rule and unknown > rule.max_unknown_share:
             verdicts.append((UNKNOWN, f"{unknown:.0%} of its characters were never in training (more than "
-                                      f"{rule['max_unknown_share']:.0%})"))
-        elif score and score[i] < rule["threshold"]:
+                                      f"{rule.max_unknown_share:.0%})"))
+        elif score and score[i] < rule.threshold:
             verdicts.append((OUT_OF_DISTRIBUTION, f"unlike the training names (score {score[i]:.2f} < "
-                                                  f"{rule['threshold']:.2f}): its letters are rare there and no "
+                                                  f"{rule.threshold:.2f}): its letters are rare there and no "
                                                   "label stands out"))
         elif sets is not None and max_set_size is not None and len(sets[i]) > max_set_size:
             verdicts.append((LARGE_SET, f"its prediction set holds {len(sets[i])} labels (more than {max_set_size})"))

@@ -20,6 +20,7 @@ from torch import nn
 from torch._higher_order_ops.scan import scan
 
 from nameorigin.base.atomic import write_atomically
+from nameorigin.model.artifacts import EXPORT_FORMAT
 from nameorigin.model.charrnn import CharRNN
 
 # torch 2.13's exporter builds pytree LeafSpecs it has itself deprecated: nothing a user can act on.
@@ -108,11 +109,7 @@ def export_model(predictor: Any, stem: str | Path, formats: tuple[str, ...] = FO
                                          output_names=["logits"], verbose=False)
         writers[stem.with_suffix(".onnx")] = lambda p: onnx_program.save(str(p), external_data=False)
     # The split settings let `predict.py --evaluate` score the exported program on its own held-out names.
-    meta = {"format": "nameorigin-export-3", "vocab": predictor.vocab, "labels": predictor.labels,
-            "normalize": predictor.normalize, "calibration": predictor.calibration,
-            "label_names": None if predictor.label_names is None else list(predictor.label_names.values()),
-            "data_settings": predictor.data_settings, "model_card": predictor.model_card,
-            "trained_prior": predictor.training_shares.tolist()}
+    meta = {"format": EXPORT_FORMAT, **predictor.meta.plain()}
     writers[sidecar_path(stem.with_suffix(".pt2"))] = lambda p: p.write_text(json.dumps(meta, ensure_ascii=False))
     for path, write in writers.items():
         write_atomically(path, write)

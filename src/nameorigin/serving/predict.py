@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -16,6 +16,7 @@ import torch
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
 from nameorigin.base.textnorm import UNK, encode_names, normalize_name
+from nameorigin.model.artifacts import Calibration, ServingMeta
 from nameorigin.model.calibration import level_key, prediction_sets
 from nameorigin.model.charrnn import CharRNN, batch_tokens, net_from_checkpoint
 from nameorigin.model.explain import NameExplanation, explain_names
@@ -69,28 +70,25 @@ class Predictor:
     """Batched top-k language prediction for names, with calibrated probabilities and prediction sets when the
     checkpoint holds them (`calibrated=False` gives the probabilities before temperature scaling)."""
 
-    def __init__(self, net: CharRNN | ExportedNet, vocab: Sequence[str], labels: Sequence[str],
-                 normalize: str = "ascii", device: str = "cpu", data_settings: dict | None = None,
-                 calibration: dict | None = None, calibrated: bool = True, label_names: Sequence[str] | None = None,
-                 model_card: str | None = None, training_shares: Sequence[float] | None = None):
-        self.net, self.vocab, self.labels, self.normalize = net.eval(), list(vocab), list(labels), normalize
-        self.model_card = model_card  # MODEL_CARD.md, carried into exports
-        self.data_settings = data_settings or {}  # split settings + corpus hash, for evaluate()
-        self.label_name = self.data_settings.get("label_name", "language")
-        self.calibration = calibration or {}  # temperature (already inside the model) and conformal thresholds
-        self.label_names = dict(zip(self.labels, label_names, strict=True)) if label_names else None
+    def __init__(self, net: CharRNN | ExportedNet, meta: ServingMeta, device: str = "cpu"):
+        self.net, self.meta = net.eval(), meta
+        self.vocab, self.labels, self.normalize, self.label_name = meta.vocab, meta.labels, meta.normalize, \
+            meta.label_name
+        self.data_settings, self.model_card = meta.data_settings, meta.model_card  # for --evaluate, for exports
+        self.calibration = meta.calibration or Calibration()  # the temperature is already inside the network
+        self.label_names = dict(zip(self.labels, meta.label_names, strict=True)) if meta.label_names else None
         # The model divides by the fitted temperature; multiplying by it again undoes the scaling on request.
-        self.undo_temperature = 1.0 if calibrated else float(self.calibration.get("temperature", 1.0))
+        self.undo_temperature = 1.0 if meta.calibrated else float(self.calibration.temperature)
         self.char_to_index = {c: i for i, c in enumerate(self.vocab)}
-        self.training_shares = torch.tensor(training_shares, dtype=torch.float) if training_shares else \
+        self.training_shares = torch.tensor(meta.training_shares, dtype=torch.float) if meta.training_shares else \
             torch.full((len(self.labels),), 1 / len(self.labels))
         # The label mix the served probabilities carry, which --prior divides out (nameorigin.serving.prior): their
         # mean on best.ckpt's held-out validation names where calibration measured it, else the training shares.
         # The mean is what EM needs: on names drawn in the training mix it then returns the training mix.
-        measured = self.calibration.get("label_prior") if calibrated else None
+        measured = self.calibration.label_prior if meta.calibrated else None
         self.trained_prior = torch.tensor(measured, dtype=torch.float) if measured else self.training_shares
-        self.abstention = self.calibration.get("abstention") or {}  # the rule fitted on held-out names
-        self.novelty = CharTrigrams.from_state(self.abstention["novelty"]) if self.abstention else None
+        self.abstention = self.calibration.abstention  # the rule fitted on held-out names, or None
+        self.novelty = CharTrigrams.from_state(self.abstention.novelty) if self.abstention else None
         self.estimated_prior: torch.Tensor | None = None  # set by predict(prior="estimate")
         self.device = torch.device(resolve_device(device))
         self.net.to(self.device)
@@ -98,21 +96,18 @@ class Predictor:
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str = "cpu", calibrated: bool = True) -> Predictor:
         checkpoint = load_checkpoint(path)
-        hp = checkpoint["hyper_parameters"]
         try:
             net = net_from_checkpoint(checkpoint)
         except (RuntimeError, TypeError):
             raise UserError(f"checkpoint {path} does not match its own model settings: it is damaged or "
                             "from another version; retrain or pick another .ckpt") from None
-        return cls(net, hp["vocab"], hp["labels"], hp["config"]["normalize"], device,
-                   checkpoint.get("data"), checkpoint.get("calibration"), calibrated, hp.get("label_names"),
-                   checkpoint.get("model_card"), training_shares(hp))
+        return cls(net, replace(ServingMeta.from_checkpoint(checkpoint), calibrated=calibrated), device)
 
     @classmethod
     def from_exported(cls, path: str | Path, calibrated: bool = True) -> Predictor:
         """A .pt2 (torch.export) or .onnx program written by scripts/export.py, with its .json sidecar."""
         path = Path(path)
-        meta = read_sidecar(path)
+        meta = replace(ServingMeta.from_plain(read_sidecar(path)), calibrated=calibrated)
         try:
             net = ExportedNet(path)
         except ImportError as error:
@@ -120,9 +115,7 @@ class Predictor:
         except Exception as error:  # a damaged or foreign file, whatever the runtime raises for it
             raise UserError(f"exported model {path} could not be read ({type(error).__name__}): "
                                "export it again") from None
-        return cls(net, meta["vocab"], meta["labels"], meta.get("normalize", "ascii"), "cpu", meta.get("data_settings"),
-                   meta.get("calibration"), calibrated, meta.get("label_names"), meta.get("model_card"),
-                   meta.get("trained_prior"))
+        return cls(net, meta)
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", calibrated: bool = True) -> Predictor:
@@ -135,7 +128,7 @@ class Predictor:
         """The conformal threshold stored for this coverage level; a clear error for any other level."""
         if self.undo_temperature != 1.0:
             raise UserError("--coverage sets are fitted on the calibrated probabilities: drop --uncalibrated")
-        levels = self.calibration.get("conformal", {})
+        levels = self.calibration.conformal
         if not levels:
             raise UserError(f"--coverage {coverage:g}: this model stores no prediction-set levels (it was trained "
                                "with calibration.enabled=false); drop --coverage")
@@ -270,16 +263,6 @@ class Predictor:
         ranked = members.gather(1, order)
         return [[self.labels[j] for j, keep in zip(row, flags, strict=True) if keep]
                 for row, flags in zip(order.tolist(), ranked.tolist(), strict=True)]
-
-
-def training_shares(hparams: dict) -> list[float] | None:
-    """The label shares a checkpoint's probabilities carry by construction: its training prior to the power
-    1 - tau (logit adjustment divides tau of it out)."""
-    prior, tau = hparams.get("class_prior"), float(hparams["config"].get("logit_adjustment") or 0.0)
-    if not prior:
-        return None
-    powered = [share ** (1 - tau) for share in prior]
-    return [share / sum(powered) for share in powered]
 
 
 def read_sidecar(path: str | Path) -> dict:

@@ -16,11 +16,12 @@ from typing import Any
 import torch
 
 from nameorigin.base.textnorm import UNK
+from nameorigin.model.artifacts import AbstentionRule
 from nameorigin.model.novelty import CharTrigrams, ood_score
 
 
 def fit_abstention(datamodule: Any, decided_logits: torch.Tensor, false_abstention: float,
-                   max_unknown_share: float) -> dict:
+                   max_unknown_share: float) -> AbstentionRule:
     """`decided_logits`: the validation names' logits as served (temperature included), in the order of
     `datamodule.whole_split_loader("val")`, which is read again here for the names' characters."""
     train = datamodule.datasets["train"]
@@ -35,7 +36,7 @@ def fit_abstention(datamodule: Any, decided_logits: torch.Tensor, false_abstenti
     score = ood_score(novelty, energy, scale)
     threshold = float(torch.quantile(score.double(), false_abstention))
     abstained = (unknown > max_unknown_share) | (score < threshold)
-    return {"false_abstention": false_abstention, "max_unknown_share": max_unknown_share, "scale": scale,
-            "threshold": threshold, "val_abstained": float(abstained.float().mean()),
-            "fitted_on": "trigram counts of the training names; threshold on the validation names",
-            "novelty": trigrams.state()}
+    return AbstentionRule(threshold=threshold, scale=scale, novelty=trigrams.state(),
+                          false_abstention=false_abstention, max_unknown_share=max_unknown_share,
+                          val_abstained=float(abstained.float().mean()),
+                          fitted_on="trigram counts of the training names; threshold on the validation names")

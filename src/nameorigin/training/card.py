@@ -10,6 +10,7 @@ from typing import Any
 
 from nameorigin.base.atomic import write_atomically
 from nameorigin.data.batching import is_refit
+from nameorigin.model.artifacts import Calibration
 from nameorigin.training.checkpointing import update_checkpoint
 from nameorigin.training.sizing import describe
 
@@ -80,7 +81,7 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
            picks: list | None = None) -> str:
     hp, data = checkpoint["hyper_parameters"], checkpoint.get("data") or {}
     model, transfer = hp["config"], hp.get("transfer") or {}
-    calibration = checkpoint.get("calibration", {})
+    calibration = Calibration.from_plain(checkpoint.get("calibration"))
     refitted = is_refit(data)
     fitted = "fitted on validation for best.ckpt and carried over" if refitted else "fitted on validation"
     labels, counts = hp["labels"], manifest.get("counts", {})
@@ -100,10 +101,11 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         f"- One {model['cell']} cell (hidden {model['hidden_size']}, embedding {model['embedding_dim'] or 'one-hot'}) "
         f"applied to every character with shared weights, a linear head on the last state, and {ngram}.",
         f"- Decision layer: logit adjustment tau = {model['logit_adjustment']:g} against the training prior; "
-        + (f"temperature {calibration['temperature']:.3f} {fitted}" if calibration else
+        + (f"temperature {calibration.temperature:.3f} {fitted}" if calibration else
            "no temperature scaling (trained with calibration.enabled=false)")
         + (" (at the end of its search range: validation gave too little to calibrate on, no errors or hardly a "
-           "right answer, so treat the probabilities as rough)." if calibration.get("temperature_at_bound") else "."),
+           "right answer, so treat the probabilities as rough)."
+           if calibration and calibration.temperature_at_bound else "."),
         *([f"- Fine-tuned from `{model['init_from']}` (surnames pretraining): its embedding and cell start this "
            "model" + ("; its country distribution is an input of the language head"
                       if transfer.get("source_classes") else "")
@@ -168,7 +170,7 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         lines += ["", "## Calibration (expected calibration error, 15 bins; lower is better)",
                   "| split | before temperature scaling | after |", "|---|---|---|",
                   f"| validation ({'fitted for best.ckpt' if refitted else 'fitted here'}) | "
-                  f"{calibration['val_ece_raw']:.4f} | {calibration['val_ece']:.4f} |",
+                  f"{calibration.val_ece_raw:.4f} | {calibration.val_ece:.4f} |",
                   f"| test | {metrics.get('test/ece_raw', float('nan')):.4f} | "
                   f"{metrics.get('test/ece', float('nan')):.4f} |",
                   *([f"| test, against the shares (over people) | | {metrics['test/ece_shares']:.4f} |",
@@ -181,19 +183,19 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
                   + (" This model also trained on the validation names, so that is no longer guaranteed: the test "
                      "column measures it." if refitted else ""), "",
                   "| coverage asked | probability threshold | test coverage | mean set size |", "|---|---|---|---|"]
-        for level, threshold in calibration.get("conformal", {}).items():
+        for level, threshold in calibration.conformal.items():
             name = f"{float(level) * 100:g}"
             lines.append(f"| {level} | {threshold:.4f} | {percent(metrics.get(f'test/coverage_{name}'))} | "
                          f"{metrics.get(f'test/set_size_{name}', float('nan')):.2f} |")
-        rule = calibration.get("abstention")
+        rule = calibration.abstention
         if rule:
             lines += ["", "## Abstention (names out of the model's depth)",
-                      f"A name abstains, its scores still given, when more than {rule['max_unknown_share']:.0%} of its "
+                      f"A name abstains, its scores still given, when more than {rule.max_unknown_share:.0%} of its "
                       "characters were never in training, or when its letters are unlike the training names' and no "
                       "label's evidence is strong (trigram novelty plus the energy of the logits, standardized; "
-                      f"threshold {rule['threshold']:.3f}, set to abstain on {rule['false_abstention']:.0%} of the "
+                      f"threshold {rule.threshold:.3f}, set to abstain on {rule.false_abstention:.0%} of the "
                       f"validation names{' for best.ckpt and carried over' if refitted else ''}). Validation: "
-                      f"{percent(rule['val_abstained'])}; test: {percent(metrics.get('test/abstained'))}."]
+                      f"{percent(rule.val_abstained)}; test: {percent(metrics.get('test/abstained'))}."]
     columns = manifest["columns"] if table else {}
     limits = LIMITS if not table else TABLE_LIMITS.format(
         path=manifest["path"], label=label, column=", ".join(columns.get("share_columns") or [columns["label_column"]]))

@@ -9,6 +9,7 @@ import torch
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import TensorBoardLogger
 
+from nameorigin.model.artifacts import Calibration
 from nameorigin.model.calibration import reliability
 from nameorigin.model.charrnn import SHARED_WEIGHTS
 from nameorigin.model.explain import explain_names, explainable
@@ -91,7 +92,7 @@ class Dashboard(Callback):
         if not pl_module.test_outputs:
             return
         logits, targets, *_ = pl_module.test_outputs[0]
-        bins = pl_module.calibration.get("bins", 15)
+        bins = pl_module.calibration.bins if pl_module.calibration else 15
         curves = {"before (T = 1)": reliability((logits * pl_module.net.temperature.cpu()).softmax(-1), targets, bins),
                   f"after (T = {float(pl_module.net.temperature):.2f})": reliability(logits.softmax(-1), targets, bins)}
         figure_to_writer(writer, "calibration/reliability_test", reliability_figure(curves, "test reliability"), step)
@@ -130,19 +131,18 @@ class Dashboard(Callback):
         writer.add_text("test/sample_predictions", "\n".join(rows), global_step=trainer.global_step)
 
 
-def log_calibration(loggers: list, summary: dict, logits: torch.Tensor, targets: torch.Tensor) -> None:
+def log_calibration(loggers: list, summary: Calibration, logits: torch.Tensor, targets: torch.Tensor) -> None:
     """Validation calibration: temperature, ECE before/after, and a reliability diagram."""
     writer = next((logger.experiment for logger in loggers if isinstance(logger, TensorBoardLogger)), None)
     if writer is None:
         return
     for key in ("temperature", "val_ece_raw", "val_ece"):
-        writer.add_scalar(f"calibration/{key}", summary[key], 0)
-    for level, threshold in summary["conformal"].items():
+        writer.add_scalar(f"calibration/{key}", getattr(summary, key), 0)
+    for level, threshold in summary.conformal.items():
         writer.add_scalar(f"calibration/threshold_{float(level) * 100:g}", threshold, 0)
-    bins = summary["bins"]
+    bins, temperature = summary.bins, summary.temperature
     curves = {"before (T = 1)": reliability(logits.softmax(-1), targets, bins),
-              f"after (T = {summary['temperature']:.2f})": reliability((logits / summary["temperature"]).softmax(-1),
-                                                                       targets, bins)}
+              f"after (T = {temperature:.2f})": reliability((logits / temperature).softmax(-1), targets, bins)}
     figure_to_writer(writer, "calibration/reliability_val", reliability_figure(curves, "validation reliability"), 0)
     writer.flush()
 

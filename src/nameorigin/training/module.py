@@ -20,6 +20,7 @@ from nameorigin.base.errors import UserError
 from nameorigin.base.textnorm import UNK
 from nameorigin.config import ModelConfig, TransferShape, from_plain, plain
 from nameorigin.data.batching import Batch, OneLengthRows
+from nameorigin.model.artifacts import CHECKPOINT_FORMAT, Calibration
 from nameorigin.model.calibration import expected_calibration_error, prediction_sets, share_calibration_error
 from nameorigin.model.charrnn import build_net
 from nameorigin.model.novelty import CharTrigrams, ood_score
@@ -81,7 +82,7 @@ class NameClassifier(pl.LightningModule):
         self.val_acc_best = MaxMetric()
         self.val_acc_best.persistent(True)  # kept in checkpoints, so a resumed run remembers its best
         self.capture_next_step = False  # set by GradAccumulationLogger for the steps it inspects
-        self.calibration: dict = {}  # temperature and conformal thresholds, fitted on validation after training
+        self.calibration: Calibration | None = None  # fitted on validation after training
         self.test_outputs: list[tuple[torch.Tensor, ...]] = []  # (logits, targets, shares, abstaining) of the test pass
         self.fast_path_clip: float | None = None  # set with the fast path on (nameorigin.training.graphed.enable)
         self.fast: GraphedSteps | None = None
@@ -205,20 +206,21 @@ class NameClassifier(pl.LightningModule):
         if not len(targets):
             return
         self.test_outputs = [(logits.cpu(), targets.cpu(), shares.cpu())]  # for the dashboard's reliability diagram
-        rule = self.calibration.get("abstention")
+        calibration = self.calibration or Calibration()
+        rule = calibration.abstention
         if rule:  # the share of test names the rule fitted on validation abstains on (all reasons but set size)
-            scores = ood_score(abstaining[:, 1], logits.logsumexp(-1), rule["scale"])
-            abstained = (abstaining[:, 0] > rule["max_unknown_share"]) | (scores < rule["threshold"])
+            scores = ood_score(abstaining[:, 1], logits.logsumexp(-1), rule.scale)
+            abstained = (abstaining[:, 0] > rule.max_unknown_share) | (scores < rule.threshold)
             self.log("test/abstained", abstained.float().mean(), sync_dist=True)
         probs = logits.softmax(-1)
         raw = (logits * self.net.temperature).softmax(-1)  # before temperature scaling
-        bins = self.calibration.get("bins", 15)
+        bins = calibration.bins
         # Every rank holds the same gathered logits, so sync_dist averages equal numbers: it only tells Lightning.
         self.log("test/ece_raw", expected_calibration_error(raw, targets, bins), sync_dist=True)
         self.log("test/ece", expected_calibration_error(probs, targets, bins), sync_dist=True)
         if self.config.soft_targets:  # over people: a name's predicted label is right for its share of them
             self.log("test/ece_shares", share_calibration_error(probs, shares, bins), sync_dist=True)
-        for level, threshold in self.calibration.get("conformal", {}).items():
+        for level, threshold in calibration.conformal.items():
             sets = prediction_sets(probs, threshold)
             name = f"{float(level) * 100:g}"
             self.log(f"test/coverage_{name}", sets.gather(1, targets[:, None]).float().mean(), sync_dist=True)
@@ -227,11 +229,11 @@ class NameClassifier(pl.LightningModule):
     def abstaining(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """[B, 2]: each name's share of characters never in training, and its letters' novelty (0 without a
         fitted abstention rule)."""
-        rule = self.calibration.get("abstention")
+        rule = self.calibration.abstention if self.calibration else None
         if not rule:
             return tokens.new_zeros(len(lengths), 2, dtype=torch.float)
         if getattr(self, "_novelty_of", None) is not rule:  # built once per fitted rule
-            self._novelty, self._novelty_of = CharTrigrams.from_state(rule["novelty"]), rule
+            self._novelty, self._novelty_of = CharTrigrams.from_state(rule.novelty), rule
         unknown = (tokens == self.hparams.vocab.index(UNK)).sum(1).float() / lengths.float()
         return torch.stack([unknown, self._novelty.score(tokens, lengths).to(tokens.device)], dim=1)
 
@@ -253,10 +255,11 @@ class NameClassifier(pl.LightningModule):
         if datamodule is not None:  # one key for every corpus' split settings (Lightning's is the class name)
             checkpoint["data"] = {**datamodule.state_dict(), "label_name": getattr(datamodule, "label_name", "label")}
         if self.calibration:
-            checkpoint["calibration"] = self.calibration
+            checkpoint["calibration"] = self.calibration.plain()
+        checkpoint["format"] = CHECKPOINT_FORMAT
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        self.calibration = checkpoint.get("calibration", {})
+        self.calibration = Calibration.from_plain(checkpoint.get("calibration"))
 
     @torch.no_grad()
     def collect_logits(self, loader: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -20,6 +20,7 @@ from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig, check_run, from_plain, shape_fields
 from nameorigin.data.batching import is_refit
+from nameorigin.model.artifacts import CHECKPOINT_FORMAT, Calibration
 from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate
 from nameorigin.model.cells import check_cell
 from nameorigin.training import graphed, refit, sizing, transfer
@@ -185,7 +186,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
 
 
 def refit_model(cfg: DictConfig, model_config: ModelConfig, datamodule: pl.LightningDataModule,
-                pretrained: dict | None, calibration: dict | None, loggers: list) -> str:
+                pretrained: dict | None, calibration: Calibration | None, loggers: list) -> str:
     """nameorigin.training.refit: a fresh model, same settings and seed, trained on train + validation; returns the
     path of
     checkpoints/refit.ckpt, which carries best.ckpt's calibration."""
@@ -245,7 +246,7 @@ def text_where_number(cfg: DictConfig) -> str | None:
 
 
 def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningDataModule, path: str,
-                         settings: DictConfig, loggers: list) -> dict:
+                         settings: DictConfig, loggers: list) -> Calibration:
     """Fit the temperature and the conformal thresholds on validation and store them in the checkpoint."""
     state = torch.load(path, map_location="cpu", weights_only=True)
     model.cpu().load_state_dict(state["state_dict"])
@@ -253,17 +254,17 @@ def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningData
     logits, targets, shares = model.collect_logits(datamodule.whole_split_loader("val"))  # rank 0 alone: all of it
     summary = calibrate(logits, targets, list(settings.coverages), int(settings.bins),
                         shares if model.config.soft_targets else None)
-    summary["abstention"] = fit_abstention(datamodule, logits / summary["temperature"],
+    summary.abstention = fit_abstention(datamodule, logits / summary.temperature,
                                            float(settings.false_abstention), float(settings.max_unknown_share))
 
     def store(checkpoint: dict) -> None:
-        checkpoint["state_dict"]["net.temperature"] = torch.tensor(summary["temperature"])
-        checkpoint["calibration"] = summary
+        checkpoint["state_dict"]["net.temperature"] = torch.tensor(summary.temperature)
+        checkpoint["calibration"], checkpoint["format"] = summary.plain(), CHECKPOINT_FORMAT
 
     update_checkpoint(path, store)
-    log.info("calibration on validation: temperature %.3f, ECE %.4f -> %.4f", summary["temperature"],
-             summary["val_ece_raw"], summary["val_ece"])
-    if summary["temperature_at_bound"]:
+    log.info("calibration on validation: temperature %.3f, ECE %.4f -> %.4f", summary.temperature,
+             summary.val_ece_raw, summary.val_ece)
+    if summary.temperature_at_bound:
         log.warning("the temperature stopped at the end of its range %s: validation gives too little to calibrate "
                     "on (no errors, or hardly a right answer); treat the probabilities as rough", TEMPERATURE_RANGE)
     log_calibration(loggers, summary, logits, targets)

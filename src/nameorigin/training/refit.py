@@ -11,10 +11,13 @@ refits the n-gram baseline the same way, so the two are compared on equal traini
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.loggers import Logger, TensorBoardLogger
+
+from nameorigin.model.artifacts import Calibration
 
 REFIT_FILE = "refit.ckpt"
 # Validation names are training names now, so no validation loop; refit.ckpt is written once, at the end.
@@ -34,8 +37,8 @@ def refit_loggers(loggers: list[Logger]) -> list[Logger]:
             for logger in loggers if isinstance(logger, TensorBoardLogger)]
 
 
-def carry_calibration(module: Any, summary: dict | None) -> None:
+def carry_calibration(module: Any, summary: Calibration | None) -> None:
     """Give the refit model best.ckpt's temperature and conformal thresholds (nothing when calibration is off)."""
     if summary:
-        module.calibration = {**summary, "carried_from": "best.ckpt"}
-        module.net.temperature.fill_(float(summary["temperature"]))
+        module.calibration = dataclasses.replace(summary, carried_from="best.ckpt")
+        module.net.temperature.fill_(float(summary.temperature))
