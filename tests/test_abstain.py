@@ -80,7 +80,8 @@ def test_every_reason_in_json_text_and_tables(trained, tmp_path):
     table.write_text("surname\nKanemoto\n12Ab3\n\n", encoding="utf-8")
     rows = run_script([PREDICT, checkpoint, "--file", str(table), "--column", "surname"], cwd=tmp_path).stdout
     lines = rows.splitlines()
-    assert lines[0].endswith("pred_abstained,pred_reason") and lines[2].split(",")[-2] == "true", rows
+    assert lines[0].endswith("pred_abstained,pred_reason_code,pred_reason") and lines[2].split(",")[-3] == "true", \
+        rows
 
 
 def test_bayes_rule_divides_out_the_trained_prior_and_em_finds_a_mix():

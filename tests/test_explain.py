@@ -99,7 +99,7 @@ def test_explain_in_text_json_and_tables_and_refused_with_an_export(trained, tmp
     table.write_text("id,surname\n1,Bakamoto\n2,\n", encoding="utf-8")
     rows = run_script([str(ROOT / "scripts" / "predict.py"), checkpoint, "--file", str(table), "--column",
                        "surname", "--explain"], cwd=tmp_path).stdout.splitlines()
-    assert rows[0].split(",")[-3:] == ["pred_explanation", "pred_abstained", "pred_reason"]
+    assert rows[0].split(",")[-4:] == ["pred_explanation", "pred_abstained", "pred_reason_code", "pred_reason"]
     assert rows[1].count("(") >= 1 and rows[2].endswith(",no usable character after normalization"), rows
 
 

@@ -44,7 +44,7 @@ def test_ten_thousand_hostile_rows_come_back_in_order_with_every_column(checkpoi
     header, body = rows[0], rows[1:]
     assert header[:3] == ["id", "surname", "note"]
     assert header[3:] == ["pred_language", "pred_probability", "pred_language_2", "pred_probability_2",
-                          "pred_set_90", "pred_abstained", "pred_reason"]
+                          "pred_set_90", "pred_abstained", "pred_reason_code", "pred_reason"]
     assert len(body) == 10_000
     assert [row[:3] for row in body] == table[1:]  # same order, original cells untouched
     for row in body:
@@ -52,10 +52,10 @@ def test_ten_thousand_hostile_rows_come_back_in_order_with_every_column(checkpoi
         assert bool(row[3]) == bool(usable), row[:2] + row[3:]
         if usable:  # answered, abstaining or not (a name out of the model's depth still gets its scores)
             assert row[7].split("|")[0] == row[3] and 0 < float(row[4]) <= 1
-            assert (row[8] == "true") == bool(row[9]) and row[9].startswith(("", "unlike", "its prediction"))
+            assert (row[8] == "true") == bool(row[10]) and row[10].startswith(("", "unlike", "its prediction"))
         else:
-            assert row[8] == "true" and row[9], row[:2] + row[3:]
-    reasons = {row[9] for row in body if row[9] and not row[3]}
+            assert row[8] == "true" and row[9] == "unusable_input" and row[10], row[:2] + row[3:]
+    reasons = {row[10] for row in body if row[10] and not row[3]}
     assert reasons == {"no usable character after normalization", "longer than 64 characters: not one name"}
 
 
@@ -67,7 +67,8 @@ def test_tsv_in_tsv_out_and_missing_markers_explained(checkpoint, tmp_path):
     rows = list(csv.reader(io.StringIO(result.stdout), delimiter="\t"))
     assert [row[:2] for row in rows] == [["surname", "city"], ["Kanemoto", "Osaka"], ["NaN", "Rome"], ["", "Paris"],
                                          ["Pavlovsky", ""]]  # the short last row is padded, not shifted
-    assert rows[1][2] and rows[2][4:] == ["true", "missing-value marker 'NaN'"] and rows[3][5] and rows[4][2]
+    assert rows[1][2] and rows[2][4:] == ["true", "unusable_input", "missing-value marker 'NaN'"] and rows[3][6]
+    assert rows[4][2]
 
 
 @pytest.mark.parametrize("args, message", [

@@ -23,7 +23,6 @@ from typing import TextIO
 
 from nameorigin.base.atomic import write_atomically
 from nameorigin.base.errors import UserError, exits_2_on_user_error
-from nameorigin.base.textnorm import normalize_name
 from nameorigin.serving.predict import (
     BATCH_SIZE,
     EXPORTED_SUFFIXES,
@@ -33,6 +32,7 @@ from nameorigin.serving.predict import (
     newest_checkpoint,
     read_sidecar,
 )
+from nameorigin.serving.schema import OutputOptions, as_json, fields_for, text_lines
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -147,47 +147,29 @@ def read_names(args: argparse.Namespace) -> list[str]:
     return [line for line in lines if line.strip()]
 
 
-def write(predictions: Iterable[Prediction], fmt: str, label_name: str = "language", normalize: str = "ascii") -> None:
+def write(predictions: Iterable[Prediction], fmt: str, shape: OutputOptions) -> None:
+    """Answers on stdout as text, JSON or CSV: each carries the fields of the one prediction schema."""
     out = sys.stdout
     if fmt == "json":
-        json.dump([p.as_dict() for p in predictions], out, ensure_ascii=False, indent=1)
+        json.dump([as_json(p, shape) for p in predictions], out, ensure_ascii=False, indent=1)
         out.write("\n")
-    elif fmt == "csv":
-        predictions = list(predictions)
-        with_sets = any(p.prediction_set is not None for p in predictions)
+    elif fmt == "csv":  # a row per (name, rank), the schema's fields on each; an unanswered name gets one row
+        fields = fields_for(shape)
         writer = csv.writer(out, lineterminator="\n")
-        explained = any(p.explanation is not None for p in predictions)
-        writer.writerow(["name", label_name, "probability", "rank"] + (["in_prediction_set"] if with_sets else [])
-                        + (["explanation"] if explained else []) + ["abstained", "reason"])
+        writer.writerow(["name", shape.label_name, "probability", "rank", *(field.key for field in fields)])
         for p in predictions:
-            members = set(p.prediction_set or [])
-            verdict = [str(p.abstained).lower(), p.reason or ""]
-            for rank, (language, probability) in enumerate(p.predictions, start=1):
-                flag = [str(language in members).lower()] if with_sets else []
-                why = [p.explanation.compact() if rank == 1 else ""] if explained else []
-                writer.writerow([p.name, language, f"{probability:.6f}", rank, *flag, *why, *verdict])
-            if p.error:
-                writer.writerow([p.name, "", "", ""] + ([""] if with_sets else []) + ([""] if explained else [])
-                                + verdict)
+            cells = [field.cell(value) if (value := field.read(p)) is not None else "" for field in fields]
+            ranked = [(label, f"{probability:.6f}", rank)
+                      for rank, (label, probability) in enumerate(p.predictions, start=1)] or [("", "", "")]
+            for label, probability, rank in ranked:
+                writer.writerow([p.name, label, probability, rank, *cells])
     else:
         for p in predictions:
             shown = p.name.encode("unicode_escape").decode("ascii") if not p.name.isprintable() else p.name
             if p.error:
                 out.write(f"{shown}\n  (no prediction: {p.error})\n")
                 continue
-            out.write(f"{shown}\n")
-            for language, probability in p.predictions:
-                shown_label = f"{language} {p.label_names.get(language, '')}" if p.label_names else language
-                out.write(f"  {shown_label:<12} {probability:6.1%}\n")
-            if p.prediction_set is not None:
-                out.write(f"  set: {', '.join(p.prediction_set)}\n")
-            if p.abstained:
-                out.write(f"  abstained ({p.reason_code}): {p.reason}\n")
-            why = p.explanation
-            if why is not None:
-                out.write(f"  why {why.label}: {why.marked(normalize_name(p.name, normalize))}  {why.compact()}\n"
-                          f"    score {why.score:.3f} = baseline {why.baseline:.3f} + parts "
-                          f"{why.score - why.baseline - why.residual:.3f} (residual {why.residual:.1e})\n")
+            out.write(f"{shown}\n" + "".join(f"  {line}\n" for line in text_lines(p, shape)))
 
 
 def report_prior(predictor: Predictor) -> None:
@@ -259,9 +241,10 @@ def main(argv: list[str] | None = None) -> int:
             report_prior(predictor)
             return 0
         names = read_names(args)
-        write(predictor.predict(names, top_k=args.top_k or 3, batch_size=args.batch_size, coverage=args.coverage,
-                                explain=args.explain, **options), args.format, predictor.label_name,
-              predictor.normalize)
+        top_k = args.top_k or 3
+        write(predictor.predict(names, top_k=top_k, batch_size=args.batch_size, coverage=args.coverage,
+                                explain=args.explain, **options), args.format,
+              OutputOptions(top_k, args.coverage, args.explain, predictor.label_name, predictor.normalize))
         report_prior(predictor)
     except BrokenPipeError:  # `| head` closed the pipe: not an error
         return 0

@@ -15,7 +15,7 @@ from typing import Any
 
 from nameorigin.base.errors import UserError
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
-from nameorigin.serving.table import prediction_cells, prediction_columns
+from nameorigin.serving.schema import OutputOptions, fields_for, table_cells, table_columns
 
 
 def predict_frame(frame: Any, column: str, predictor: Predictor | str, top_k: int = 1,
@@ -37,11 +37,15 @@ def predict_frame(frame: Any, column: str, predictor: Predictor | str, top_k: in
     names = ["" if is_blank else str(cell) for cell, is_blank in zip(cells, blank, strict=True)]
     # A blank cell goes in as "": the Predictor's own unusable-input answer, never a prediction.
     answers = predictor.predict(names, top_k, batch_size, coverage, explain, abstain, max_set_size, prior)
-    columns = prediction_columns(top_k, coverage, predictor.label_name, explain)
-    rows = [prediction_cells(answer, top_k, coverage, explain) for answer in answers]
-    added = pd.DataFrame(rows, columns=columns, index=frame.index)
-    for name in columns:  # numbers and flags as such, not the CSV's text
-        if name.startswith("pred_probability"):
-            added[name] = pd.to_numeric(added[name], errors="coerce")
-    added["pred_abstained"] = added["pred_abstained"] == "true"
+    shape = OutputOptions(top_k, coverage, explain, predictor.label_name, predictor.normalize)
+    rows = [table_cells(answer, shape) for answer in answers]
+    added = pd.DataFrame(rows, columns=table_columns(shape), index=frame.index)
+    # numbers and flags as such, not the CSV's text
+    numbers = [name for name in added.columns if name.startswith("pred_probability")]
+    numbers += [field.column_name(shape) for field in fields_for(shape) if field.kind is float]
+    for name in numbers:
+        added[name] = pd.to_numeric(added[name], errors="coerce")
+    for field in fields_for(shape):
+        if field.kind is bool:
+            added[field.column_name(shape)] = added[field.column_name(shape)] == "true"
     return pd.concat([frame, added], axis=1)

@@ -24,6 +24,7 @@ from nameorigin.model.novelty import CharTrigrams
 from nameorigin.serving.abstain import UNUSABLE, abstentions
 from nameorigin.serving.export import ExportedNet
 from nameorigin.serving.prior import check_estimable, estimate_prior, read_prior, reweight
+from nameorigin.serving.schema import as_json
 
 MAX_NAME_LENGTH = 64  # longer input is not a name (the corpus' longest has 20 characters): it is explained, not cut
 NO_USABLE_CHARACTER, NO_KNOWN_CHARACTER = "no usable character after normalization", "no character the model knows"
@@ -51,19 +52,8 @@ class Prediction:
         return self.reason_code is not None
 
     def as_dict(self) -> dict:
-        result = {"name": self.name,
-                  "predictions": [{self.label_key: lang, "probability": round(p, 6)} for lang, p in self.predictions]}
-        if self.label_names:
-            for entry in result["predictions"]:
-                entry["label_name"] = self.label_names.get(entry[self.label_key], "")
-        if self.prediction_set is not None:
-            result["prediction_set"] = self.prediction_set
-        if self.explanation is not None:
-            result.update(self.explanation.as_dict())
-        result["abstained"] = self.abstained
-        if self.abstained:
-            result["reason_code"], result["reason"] = self.reason_code, self.reason
-        return result
+        """The JSON answer: every field of the prediction schema that this answer holds (serving/schema.py)."""
+        return as_json(self)
 
 
 class Predictor:

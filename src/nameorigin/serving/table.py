@@ -13,6 +13,7 @@ from typing import TextIO
 from nameorigin.base.errors import UserError
 from nameorigin.serving.abstain import UNUSABLE
 from nameorigin.serving.predict import BATCH_SIZE, Prediction, Predictor
+from nameorigin.serving.schema import OutputOptions, table_cells, table_columns
 
 CHUNK_ROWS = 4096  # rows read, predicted and written at a time: memory stays flat whatever the file size
 # What spreadsheets, pandas and databases write for an empty cell: a missing value, not a name.
@@ -23,33 +24,6 @@ def delimiter_for(path: str | Path, given: str | None = None) -> str:
     if given:
         return "\t" if given in ("tab", "\\t") else given
     return "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
-
-
-def prediction_columns(top_k: int, coverage: float | None, label_name: str = "language",
-                       explain: bool = False) -> list[str]:
-    columns = [f"pred_{label_name}", "pred_probability"]
-    for rank in range(2, top_k + 1):
-        columns += [f"pred_{label_name}_{rank}", f"pred_probability_{rank}"]
-    if coverage is not None:
-        columns.append(f"pred_set_{coverage * 100:g}")
-    if explain:
-        columns.append("pred_explanation")
-    return [*columns, "pred_abstained", "pred_reason"]
-
-
-def prediction_cells(prediction: Prediction, top_k: int, coverage: float | None, explain: bool = False) -> list[str]:
-    cells = []
-    for rank in range(top_k):
-        if rank < len(prediction.predictions):
-            language, probability = prediction.predictions[rank]
-            cells += [language, f"{probability:.6f}"]
-        else:
-            cells += ["", ""]
-    if coverage is not None:
-        cells.append("|".join(prediction.prediction_set or []))
-    if explain:
-        cells.append(prediction.explanation.compact() if prediction.explanation is not None else "")
-    return [*cells, str(prediction.abstained).lower(), prediction.reason or ""]
 
 
 def read_rows(stream: TextIO, delimiter: str) -> Iterator[list[str]]:
@@ -90,7 +64,8 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: Te
             if options.get("prior") == "estimate":  # one mix for the whole table, found before any row is written
                 options["prior"] = predictor.estimate_prior(name_cells(source, separator, index), batch_size)
             writer = csv.writer(out, delimiter=separator, lineterminator="\n")
-            writer.writerow([*header, *prediction_columns(top_k, coverage, predictor.label_name, explain)])
+            shape = OutputOptions(top_k, coverage, explain, predictor.label_name, predictor.normalize)
+            writer.writerow([*header, *table_columns(shape)])
             written = 0
             while chunk := list(itertools.islice(rows, CHUNK_ROWS)):
                 chunk = [row + [""] * (width - len(row)) for row in chunk]  # short rows keep the columns aligned
@@ -101,7 +76,7 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: Te
                     if cell in MISSING_MARKERS:
                         reason = f"missing-value marker {cell!r}"
                         answer = Prediction(cell, [], reason, reason_code=UNUSABLE, reason=reason)
-                    writer.writerow([*row, *prediction_cells(answer, top_k, coverage, explain)])
+                    writer.writerow([*row, *table_cells(answer, shape)])
                 written += len(chunk)
     except FileNotFoundError:
         raise UserError(f"--file {source} does not exist: pass an existing CSV or TSV file") from None

@@ -1,0 +1,149 @@
+"""One prediction schema: the fields an answer carries beside its ranked labels, each stated once with its type,
+when it is present, and how it reads as JSON, as a table cell and as a line of text. Every output reads this list:
+`nameorigin-predict --format text|json|csv`, the table writer (`--file`), `predict_frame`, and the server. A new
+field is one entry here.
+
+The ranked labels themselves (label, probability per rank) are laid out by each output in its own shape: a list
+in JSON, a row per rank in the names CSV, `pred_<label>_<rank>` columns in tables, a line per rank in text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from nameorigin.base.textnorm import normalize_name
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    """What the caller asked for, which decides the columns: a table's header is known before any answer."""
+
+    top_k: int = 1
+    coverage: float | None = None
+    explain: bool = False
+    label_name: str = "language"
+    normalize: str = "ascii"
+
+
+def plain_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list | tuple):
+        return "|".join(map(str, value))
+    return str(value)
+
+
+def default_text(field: OutputField, value: Any, prediction: Any, options: OutputOptions) -> str | None:
+    return None if value is None else f"{field.key}: {field.cell(value)}"
+
+
+@dataclass(frozen=True)
+class OutputField:
+    """One field of every answer. `read` takes a Prediction; None means absent (no JSON key, an empty cell, no
+    text line). `kind` is the frame column's type (str, float, bool)."""
+
+    key: str
+    kind: type
+    read: Callable[[Any], Any]
+    cell: Callable[[Any], str] = plain_cell
+    wanted: Callable[[OutputOptions], bool] = lambda options: True
+    column: Callable[[OutputOptions], str] | None = None  # the table column; default pred_<key>
+    as_json: Callable[[Any], dict[str, Any]] | None = None  # keys it adds to the JSON answer; default {key: value}
+    text: Callable[[OutputField, Any, Any, OutputOptions], str | None] = default_text
+
+    def column_name(self, options: OutputOptions) -> str:
+        return self.column(options) if self.column else f"pred_{self.key}"
+
+    def json(self, value: Any) -> dict[str, Any]:
+        if value is None:
+            return {}
+        return self.as_json(value) if self.as_json else {self.key: value}
+
+
+def set_text(field: OutputField, value: Any, prediction: Any, options: OutputOptions) -> str | None:
+    return None if value is None else f"set: {', '.join(value)}"
+
+
+def explanation_text(field: OutputField, why: Any, prediction: Any, options: OutputOptions) -> str | None:
+    if why is None:
+        return None
+    return (f"why {why.label}: {why.marked(normalize_name(prediction.name, options.normalize))}  {why.compact()}\n"
+            f"    score {why.score:.3f} = baseline {why.baseline:.3f} + parts "
+            f"{why.score - why.baseline - why.residual:.3f} (residual {why.residual:.1e})")
+
+
+def reason_text(field: OutputField, reason: Any, prediction: Any, options: OutputOptions) -> str | None:
+    return None if reason is None else f"abstained ({prediction.reason_code}): {reason}"
+
+
+def silent(field: OutputField, value: Any, prediction: Any, options: OutputOptions) -> None:
+    return None  # said in another field's line
+
+
+FIELDS: list[OutputField] = [
+    OutputField("prediction_set", list, lambda p: p.prediction_set, wanted=lambda o: o.coverage is not None,
+                column=lambda o: f"pred_set_{o.coverage * 100:g}", text=set_text),
+    OutputField("explanation", str, lambda p: p.explanation, cell=lambda why: why.compact(),
+                wanted=lambda o: o.explain, as_json=lambda why: why.as_dict(), text=explanation_text),
+    OutputField("abstained", bool, lambda p: p.abstained, text=silent),
+    OutputField("reason_code", str, lambda p: p.reason_code, text=silent),
+    OutputField("reason", str, lambda p: p.reason, text=reason_text),
+]
+
+
+def fields_for(options: OutputOptions) -> list[OutputField]:
+    return [field for field in FIELDS if field.wanted(options)]
+
+
+def ranked_columns(options: OutputOptions) -> list[str]:
+    columns = [f"pred_{options.label_name}", "pred_probability"]
+    for rank in range(2, options.top_k + 1):
+        columns += [f"pred_{options.label_name}_{rank}", f"pred_probability_{rank}"]
+    return columns
+
+
+def table_columns(options: OutputOptions) -> list[str]:
+    """The columns a table or frame gains, in order."""
+    return [*ranked_columns(options), *(field.column_name(options) for field in fields_for(options))]
+
+
+def table_cells(prediction: Any, options: OutputOptions) -> list[str]:
+    cells = []
+    for rank in range(options.top_k):
+        if rank < len(prediction.predictions):
+            label, probability = prediction.predictions[rank]
+            cells += [label, f"{probability:.6f}"]
+        else:
+            cells += ["", ""]
+    return [*cells, *(field.cell(value) if (value := field.read(prediction)) is not None else ""
+                      for field in fields_for(options))]
+
+
+def as_json(prediction: Any, options: OutputOptions | None = None) -> dict[str, Any]:
+    """The answer as JSON: its name, its ranked labels, then every present field of the schema."""
+    result = {"name": prediction.name,
+              "predictions": [{prediction.label_key: label, "probability": round(p, 6)}
+                              for label, p in prediction.predictions]}
+    if prediction.label_names:
+        for entry in result["predictions"]:
+            entry["label_name"] = prediction.label_names.get(entry[prediction.label_key], "")
+    for field in FIELDS if options is None else fields_for(options):
+        result.update(field.json(field.read(prediction)))
+    return result
+
+
+def text_lines(prediction: Any, options: OutputOptions) -> list[str]:
+    """The answer's lines under its name in the text output (each indented by two spaces)."""
+    lines = []
+    for label, probability in prediction.predictions:
+        shown = f"{label} {prediction.label_names.get(label, '')}" if prediction.label_names else label
+        lines.append(f"{shown:<12} {probability:6.1%}")
+    for field in fields_for(options):
+        line = field.text(field, field.read(prediction), prediction, options)
+        if line is not None:
+            lines.append(line)
+    return lines
