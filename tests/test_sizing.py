@@ -35,6 +35,7 @@ def test_larger_tables_get_more_capacity_and_fewer_epochs():
     assert small["data.batch_size"] < medium["data.batch_size"] < large["data.batch_size"]
     assert small["trainer.max_epochs"] > medium["trainer.max_epochs"] > large["trainer.max_epochs"]
     assert small["model.ngram_buckets"] < medium["model.ngram_buckets"] < large["model.ngram_buckets"]
+    assert picks_of(900_000, labels=2)["model.ngram_buckets"] == 2**16  # few labels: the small head
     assert small["model.directions"] == medium["model.directions"] == large["model.directions"] == 1
     assert [tier.up_to for tier in TIERS] == sorted(tier.up_to for tier in TIERS)
 
