@@ -4,6 +4,7 @@ build the known-name table from the surnames cache."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -29,8 +30,10 @@ def load_pretrained(path: str, config: ModelConfig) -> dict:
     hp = checkpoint["hyper_parameters"]
     saved = from_plain(ModelConfig, hp["config"])  # a setting the checkpoint predates takes its default
     keys = shape_fields(config, "encoder")
+    # Encoder settings left to the data are the checkpoint's (adopt_encoder puts them into the run's config).
+    config = dataclasses.replace(config, **{key: getattr(saved, key) for key in keys if getattr(config, key) is None})
     wrong = [f"{key}={getattr(config, key)} (checkpoint: {getattr(saved, key)})" for key in keys
-             if getattr(config, key) is not None and getattr(saved, key) != getattr(config, key)]
+             if getattr(saved, key) != getattr(config, key)]
     if wrong:
         raise UserError(f"model.init_from={path} does not fit: {', '.join(wrong)}; set "
                         f"{', '.join(f'model.{key}' for key in keys)} to the checkpoint's values")
