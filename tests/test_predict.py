@@ -214,3 +214,14 @@ def exported(checkpoint, tmp_path_factory) -> Path:
     assert result.stderr.strip() == "", result.stderr  # no warnings reach the user
     assert {p.name for p in stem.parent.iterdir()} == {"model.pt2", "model.onnx", "model.json"}  # no temp files
     return stem
+
+
+def test_evaluate_without_a_folder_takes_the_baseline_and_the_shipped_corpus():
+    from nameorigin.cli.predict import parse_args
+    from nameorigin.data.names import shipped_corpus
+
+    args = parse_args(["best.ckpt", "--evaluate", "--baseline"])
+    assert (args.evaluate, args.baseline) == (str(shipped_corpus()), "lr")
+    with pytest.raises(SystemExit) as refused:
+        parse_args(["best.ckpt", "--baseline"])
+    assert refused.value.code == 2

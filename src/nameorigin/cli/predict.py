@@ -92,16 +92,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--delimiter reads tables: use it with --file and --column")
     if args.explain and args.card:
         parser.error("--explain explains predictions: use it with names, --file, standard input or --evaluate")
-    if args.baseline and not args.evaluate:
+    evaluating = args.evaluate is not None  # "" (no DIR): the shipped corpus
+    if args.baseline and not evaluating:
         parser.error("--baseline compares on the test split: use it with --evaluate DIR")
-    if args.known_names and not args.evaluate:
+    if args.known_names and not evaluating:
         parser.error("--known-names splits the test-split scores: use it with --evaluate DIR")
     if args.prior is not None and args.coverage is not None:
         parser.error("--coverage sets are calibrated for the training population's label mix, which --prior "
                      "replaces: drop one of them")
     if args.max_set_size is not None and (args.coverage is None or args.max_set_size < 1):
         parser.error("--max-set-size abstains on prediction sets: use it with --coverage, and at least 1")
-    if (args.prior or args.no_abstain or args.max_set_size) and (args.evaluate or args.card):
+    if (args.prior or args.no_abstain or args.max_set_size) and (evaluating or args.card):
         parser.error("--prior, --no-abstain and --max-set-size shape predictions: use them with names, --file or "
                      "standard input")
     if args.uncalibrated and args.coverage is not None:
