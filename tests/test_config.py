@@ -241,7 +241,7 @@ def test_ddp_cpu_two_processes_train_log_once_and_test_like_one_process(tmp_path
     model.net.temperature.fill_(1.0)
     logits, targets, _ = model.collect_logits(datamodule.whole_split_loader("val"))
     assert len(targets) == 17
-    fitted = calibrate(logits, targets, [0.9], 15)["temperature"]
+    fitted = calibrate(logits, targets, [0.9], 15).temperature
     assert torch.load(best, weights_only=True)["calibration"]["temperature"] == pytest.approx(fitted, abs=1e-6)
 
 
