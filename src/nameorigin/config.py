@@ -63,7 +63,6 @@ class Normalize(Choice):
 ENCODER, HEAD = {"shapes": "encoder"}, {"shapes": "head"}
 # Settings a run may leave to the data (null in the YAML): nameorigin.training.sizing picks them from the table's
 # size and label count before the model is built. Python callers pass numbers, or get the schema's defaults.
-PICKED = {"picked": True}
 LEFT_TO_DATA = {"model.hidden_size", "model.directions", "model.ngram_buckets", "model.ngram_max", "model.dropout",
                 "model.impl", "model.label_smoothing", "data.batch_size"}
 CORPUS_URL = "https://download.pytorch.org/tutorial/data.zip"
@@ -118,17 +117,17 @@ class NetConfig:
     """nameorigin.model.charrnn.CharRNN: the cell, its sizes and the n-gram head beside it."""
 
     cell: Cell = field(default=Cell.gru, metadata=ENCODER)
-    hidden_size: int | None = field(default=256, metadata={**ENCODER, **PICKED})
+    hidden_size: int | None = field(default=256, metadata=ENCODER)
     embedding_dim: int = field(default=64, metadata=ENCODER)  # 0: one-hot input, as in the PyTorch tutorial
     # 2: a second cell reads each name backwards
-    directions: int | None = field(default=1, metadata={**ENCODER, **PICKED})
+    directions: int | None = field(default=1, metadata=ENCODER)
     layers: int = field(default=1, metadata=ENCODER)  # cells stacked, each layer reading the states below
     # hashed character n-grams; 0 turns the head off
-    ngram_buckets: int | None = field(default=65536, metadata={**HEAD, **PICKED})
-    ngram_max: int | None = field(default=4, metadata={**HEAD, **PICKED})
-    dropout: float | None = field(default=0.3, metadata=PICKED)
+    ngram_buckets: int | None = field(default=65536, metadata=HEAD)
+    ngram_max: int | None = field(default=4, metadata=HEAD)
+    dropout: float | None = 0.3
     input_dropout: float = 0.0
-    impl: Impl | None = field(default=Impl.autograd, metadata=PICKED)
+    impl: Impl | None = Impl.autograd
 
     def __post_init__(self) -> None:
         self.cell, self.impl = choice("model.cell", Cell, self.cell), choice("model.impl", Impl, self.impl)
@@ -154,7 +153,7 @@ class NetConfig:
 class ModelConfig(NetConfig):
     """The `model` group: the network's config plus how it is trained (nameorigin.training.module.NameClassifier)."""
 
-    label_smoothing: float | None = field(default=0.0, metadata=PICKED)
+    label_smoothing: float | None = 0.0
     class_weights: Any = None  # null | balanced | sqrt (from training counts) | one positive number per label
     logit_adjustment: float = 0.0  # > 0: predict with logits - tau * log(training prior)
     soft_targets: bool | None = None  # null: a share table's or the surnames' shares; true: languages share a target
@@ -219,7 +218,7 @@ class LoaderConfig:
 
     split_fractions: list[float] = field(default_factory=lambda: [0.8, 0.1, 0.1])
     split_seed: int = 0
-    batch_size: int | None = field(default=64, metadata=PICKED)
+    batch_size: int | None = 64
     num_workers: int = 0  # batches are slices of pre-encoded tensors: workers only add start-up time
     normalize: Normalize = Normalize.ascii
     label_name: str = "language"  # what a label is: prediction columns, JSON keys and the model card say it
@@ -294,7 +293,7 @@ class SurnamesDataConfig(LoaderConfig):
     cache: str = "data/surnames"
     limit: int = 0  # > 0: a deterministic sample of this many names
     split_fractions: list[float] = field(default_factory=lambda: [0.98, 0.01, 0.01])
-    batch_size: int | None = field(default=512, metadata=PICKED)
+    batch_size: int | None = 512
     label_name: str = "country"
 
     def __post_init__(self) -> None:
@@ -356,11 +355,6 @@ class TrainConfig:
     ckpt_path: str | None = None  # resume: a .ckpt, or "last" for the newest run's last.ckpt
     optimized_metric: str | None = "val/acc_best"  # what train.py returns, for sweepers
     test: bool = True  # after fit, test the chosen checkpoint on the held-out split
-
-
-def left_to_data(config: Any) -> list[str]:
-    """The fields of a config dataclass marked PICKED that are still None: the data has not picked them yet."""
-    return [f.name for f in dataclasses.fields(config) if f.metadata.get("picked") and getattr(config, f.name) is None]
 
 
 def check_run(cfg: Any) -> None:

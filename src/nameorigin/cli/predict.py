@@ -159,7 +159,7 @@ def write(predictions: Iterable[Prediction], fmt: str, shape: OutputOptions) -> 
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(["name", shape.label_name, "probability", "rank", *(field.key for field in fields)])
         for p in predictions:
-            cells = [field.cell(value) if (value := field.read(p)) is not None else "" for field in fields]
+            cells = [field.cell_of(p) for field in fields]
             ranked = [(label, f"{probability:.6f}", rank)
                       for rank, (label, probability) in enumerate(p.predictions, start=1)] or [("", "", "")]
             for label, probability, rank in ranked:

@@ -55,6 +55,11 @@ class OutputField:
     as_json: Callable[[Any], dict[str, Any]] | None = None  # keys it adds to the JSON answer; default {key: value}
     text: Callable[[OutputField, Any, Any, OutputOptions], str | None] = default_text
 
+    def cell_of(self, prediction: Any) -> str:
+        """This field of one answer as a table or CSV cell ("" when absent)."""
+        value = self.read(prediction)
+        return "" if value is None else self.cell(value)
+
     def column_name(self, options: OutputOptions) -> str:
         return self.column(options) if self.column else f"pred_{self.key}"
 
@@ -119,8 +124,7 @@ def table_cells(prediction: Any, options: OutputOptions) -> list[str]:
             cells += [label, f"{probability:.6f}"]
         else:
             cells += ["", ""]
-    return [*cells, *(field.cell(value) if (value := field.read(prediction)) is not None else ""
-                      for field in fields_for(options))]
+    return [*cells, *(field.cell_of(prediction) for field in fields_for(options))]
 
 
 def as_json(prediction: Any, options: OutputOptions | None = None) -> dict[str, Any]:

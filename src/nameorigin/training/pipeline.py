@@ -20,7 +20,7 @@ from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig, check_run, from_plain, shape_fields
 from nameorigin.data.batching import is_refit
-from nameorigin.model.artifacts import CHECKPOINT_FORMAT, Calibration
+from nameorigin.model.artifacts import Calibration
 from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate
 from nameorigin.model.cells import check_cell
 from nameorigin.training import graphed, refit, sizing, transfer
@@ -259,7 +259,7 @@ def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningData
 
     def store(checkpoint: dict) -> None:
         checkpoint["state_dict"]["net.temperature"] = torch.tensor(summary.temperature)
-        checkpoint["calibration"], checkpoint["format"] = summary.plain(), CHECKPOINT_FORMAT
+        checkpoint["calibration"] = summary.plain()  # the format version is on_save_checkpoint's
 
     update_checkpoint(path, store)
     log.info("calibration on validation: temperature %.3f, ECE %.4f -> %.4f", summary.temperature,

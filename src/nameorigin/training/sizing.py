@@ -121,7 +121,3 @@ def describe(picks: list[Pick]) -> str:
         by_reason.setdefault(pick.why, []).append(f"{pick.key}={pick.value}")
     return "; ".join(f"{', '.join(keys)} ({why})" for why, keys in by_reason.items())
 
-
-def unpicked(cfg: DictConfig) -> list[str]:
-    """Settings still null that the rule would fill: the run must pick them from the data before it builds."""
-    return [key for key in KEYS.values() if OmegaConf.select(cfg, key, default="absent") is None]
