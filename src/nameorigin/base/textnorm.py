@@ -12,6 +12,9 @@ from nameorigin.base.errors import UserError
 
 PAD, UNK = "<pad>", "<unk>"
 NORMALIZERS = ("ascii", "none")
+# Longer is not one name (the tutorial corpus' longest has 20 characters): tables skip it and count it, the
+# Predictor explains it instead of cutting it, exports size their programs for it.
+MAX_NAME_LENGTH = 64
 
 
 

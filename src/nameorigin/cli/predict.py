@@ -6,6 +6,7 @@
   python scripts/predict.py best.ckpt Nakamura --explain           # why: one contribution per character and n-gram
   python scripts/predict.py best.ckpt --evaluate --explain        # the explanations' residual and deletion check
   python scripts/predict.py best.ckpt --file people.csv --column surname --out people_with_origin.csv
+  python scripts/predict.py best.ckpt --file people.parquet --column surname --out scored.parquet
   python scripts/predict.py best.ckpt --evaluate             # on the shipped corpus the model trained on
   python scripts/predict.py best.ckpt --evaluate --baseline    # + the n-gram baseline, name by name
   python scripts/predict.py best.ckpt --card                      # the model card stored in the checkpoint
@@ -19,9 +20,7 @@ import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TextIO
 
-from nameorigin.base.atomic import write_atomically
 from nameorigin.base.errors import UserError, exits_2_on_user_error
 from nameorigin.serving.predict import (
     BATCH_SIZE,
@@ -40,14 +39,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("checkpoint", help="a .ckpt written by train.py, a .pt2/.onnx from scripts/export.py, or "
                         "'latest' for the newest run's model (its refit.ckpt, else its best.ckpt)")
     parser.add_argument("names", nargs="*", help="names to classify; if none and no --file, read standard input")
-    parser.add_argument("--file", help="one name per line (UTF-8, blank lines skipped), or with --column a CSV/TSV "
-                        "table with a header row")
+    parser.add_argument("--file", help="one name per line (UTF-8, blank lines skipped), or with --column a table "
+                        "with a header row: CSV, TSV or Parquet (.parquet/.pq)")
     parser.add_argument("--column", help="with --file: the table column holding the names; every row is written "
-                        "back in order with prediction columns appended")
+                        "back in order with prediction columns appended, each distinct name scored once")
     parser.add_argument("--delimiter", help="table delimiter (default: tab for .tsv/.tab files, else comma; "
                         "'tab' for a tab)")
-    parser.add_argument("--out", help="write the table (with --column) to this file instead of standard output; "
-                        "it appears only when complete")
+    parser.add_argument("--out", help="write the table (with --column) to this file instead of standard output "
+                        "(as CSV): .csv, .tsv/.tab, .txt or .parquet/.pq; it appears only when complete")
     parser.add_argument("--top-k", type=int, default=None, help="how many languages to show per name "
                         "(default 3; 1 for tables)")
     parser.add_argument("--coverage", type=float, help="also give each name's prediction set at this coverage: one of "
@@ -227,18 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.column:
             from nameorigin.serving.table import predict_table
 
-            def table(out: TextIO) -> int:
-                return predict_table(predictor, args.file, args.column, out, args.delimiter, args.top_k or 1,
-                                     args.coverage, args.batch_size, args.explain, **options)
-
-            def table_file(tmp: Path) -> None:
-                with open(tmp, "w", encoding="utf-8", newline="") as out:
-                    table(out)
-
-            if args.out:
-                write_atomically(args.out, table_file)
-            else:
-                table(sys.stdout)
+            summary = predict_table(predictor, args.file, args.column, args.out or sys.stdout, args.delimiter,
+                                    args.top_k or 1, args.coverage, args.batch_size, args.explain, **options)
+            print(summary.line() + (f" -> {args.out}" if args.out else ""), file=sys.stderr)
             report_prior(predictor)
             return 0
         names = read_names(args)

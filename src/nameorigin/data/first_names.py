@@ -22,7 +22,8 @@ from collections import Counter
 from pathlib import Path
 
 from nameorigin.base.atomic import write_atomically
-from nameorigin.data.surnames import MAX_LENGTH, NAME_PATTERN, fold, package_pickle, sha256
+from nameorigin.base.textnorm import MAX_NAME_LENGTH
+from nameorigin.data.surnames import NAME_PATTERN, fold, package_pickle, sha256
 
 GENDERS = ("F", "M")
 
@@ -41,7 +42,7 @@ def convert_first_names(out: Path, source: Path | None = None) -> dict:
         folded, gender = fold(name), info.get("gender") or {}
         if not folded.isascii():
             counts["dropped_other_script"] += 1
-        elif not NAME_PATTERN.match(folded) or len(folded) > MAX_LENGTH:
+        elif not NAME_PATTERN.match(folded) or len(folded) > MAX_NAME_LENGTH:
             counts["dropped_other_characters"] += 1
         elif not any(gender.get(g) for g in GENDERS):
             counts["dropped_no_gender"] += 1

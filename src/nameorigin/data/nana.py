@@ -28,8 +28,8 @@ from pathlib import Path
 
 from nameorigin.base.atomic import write_atomically
 from nameorigin.base.errors import UserError
+from nameorigin.base.textnorm import MAX_NAME_LENGTH
 from nameorigin.data.surnames import sha256
-from nameorigin.data.table import MAX_NAME_LENGTH
 
 WHEEL = "name2nat-0.5.1-py3-none-any.whl"
 MEMBER = "name2nat/name2nats.pkl"

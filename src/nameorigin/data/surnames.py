@@ -29,14 +29,13 @@ import torch
 
 from nameorigin.base.atomic import write_atomically
 from nameorigin.base.errors import UserError
-from nameorigin.base.textnorm import PAD, UNK
+from nameorigin.base.textnorm import MAX_NAME_LENGTH, PAD, UNK
 from nameorigin.config import SurnamesDataConfig
 from nameorigin.data.batching import Batch, BucketedDataModule, EncodedRows
 from nameorigin.data.names import split_by_name
 
 TOP = 10  # names-dataset keeps at most 10 countries per name
 NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z '.\-]*\Z")
-MAX_LENGTH = 64
 # Every printable ASCII character gets an embedding, so a fine-tuned corpus' apostrophes or digits are not <unk>.
 VOCAB = [PAD, UNK, *sorted(set(string.printable) - set(string.whitespace) | {" "})]
 
@@ -81,7 +80,7 @@ def convert(cache: Path, source: Path | None = None) -> dict:
         folded = fold(name)
         if not folded.isascii():
             counts["dropped_other_script"] += 1
-        elif not NAME_PATTERN.match(folded) or len(folded) > MAX_LENGTH:
+        elif not NAME_PATTERN.match(folded) or len(folded) > MAX_NAME_LENGTH:
             counts["dropped_other_characters"] += 1
         elif not info.get("country"):
             counts["dropped_no_country"] += 1

@@ -15,7 +15,6 @@ negative, is refused with its line.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections import Counter, defaultdict
@@ -28,12 +27,11 @@ import numpy as np
 import torch
 
 from nameorigin.base.errors import UserError
-from nameorigin.base.textnorm import normalize_name
+from nameorigin.base.tables import TableReader, file_digest, is_missing
+from nameorigin.base.textnorm import MAX_NAME_LENGTH, normalize_name
 from nameorigin.config import TableDataConfig
 from nameorigin.data.names import EncodedNames, NamesDataModule
 
-MAX_NAME_LENGTH = 64  # longer cells are not one name (the Predictor refuses them too)
-PARQUET_SUFFIXES = (".parquet", ".pq")
 # The column settings a checkpoint keeps (to read the table again), and those its sha256 covers.
 COLUMN_SETTINGS = ("name_column", "label_column", "label_separator", "delimiter", "share_columns", "weight_column")
 DIGESTED = ("name_column", "label_column", "label_separator", "share_columns", "weight_column")
@@ -41,13 +39,6 @@ DIGESTED = ("name_column", "label_column", "label_separator", "share_columns", "
 
 def column_settings(config: TableDataConfig, keys: tuple[str, ...] = COLUMN_SETTINGS) -> dict[str, Any]:
     return {key: getattr(config, key) for key in keys}
-
-
-def table_delimiter(path: Path, delimiter: str | None) -> str:
-    """Tab for .tsv/.tab files, else comma, unless given ('tab' names a tab)."""
-    if delimiter:
-        return "\t" if delimiter == "tab" else delimiter
-    return "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
 
 
 @dataclass
@@ -62,40 +53,8 @@ class Table:
     weights: np.ndarray | None = None  # [pairs] float64 (data.weight_column)
 
 
-def csv_rows(path: Path, raw: bytes, delimiter: str | None) -> tuple[list[str], Iterator[tuple[str, list]]]:
-    import csv
-    import io
-
-    try:
-        text = raw.decode("utf-8-sig")  # a BOM is fine
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise UserError(f"data.path={path}: line {line} is not UTF-8: re-save the table as UTF-8") from None
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=table_delimiter(path, delimiter))
-    header = [cell.strip() for cell in next(reader, [])]
-    return header, ((f"line {reader.line_num}", row) for row in reader)
-
-
-def parquet_rows(path: Path, wanted: list[str]) -> tuple[list[str], Iterator[tuple[str, list]]]:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise UserError(f"data.path={path} is Parquet, which needs pyarrow: pip install 'nameorigin[parquet]' "
-                        "(or save the table as CSV)") from None
-    try:
-        header = pq.read_schema(path).names
-        table = pq.read_table(path, columns=[c for c in dict.fromkeys(wanted) if c in header])
-    except (OSError, pa.ArrowException) as error:
-        raise UserError(f"data.path={path} is not a readable Parquet file ({error}): re-save it") from None
-    # Rows laid out like the header, as a CSV's are; only the wanted columns are read, the others stay None.
-    columns = {c: table.column(c).to_pylist() for c in table.column_names}
-    order = [columns.get(c, [None] * table.num_rows) for c in header]
-    return header, ((f"row {i}", list(row)) for i, row in enumerate(zip(*order, strict=True), start=1))
-
-
 def text(cell: Any) -> str:
-    return "" if cell is None else str(cell)
+    return "" if is_missing(cell) else str(cell)
 
 
 def number(cell: Any, setting: str, where: str, path: Path, blank: float | None) -> float:
@@ -113,28 +72,25 @@ def number(cell: Any, setting: str, where: str, path: Path, blank: float | None)
     return value
 
 
+def rows_of(reader: TableReader, columns: list[str]) -> Iterator[tuple[str, list[Any]]]:
+    """Each data row's `columns`, with where it is in the file ("line 7", "row 7") for refusals."""
+    for chunk in reader.chunks(columns):
+        for k, cells in enumerate(zip(*(chunk.cells(column) for column in columns), strict=True)):
+            yield chunk.where(k), list(cells)
+
+
 def read_table(config: TableDataConfig) -> Table:
     """Every row read, checked and pooled; rows never shift (a skipped row is counted, never dropped silently)."""
     path = Path(config.path)
-    if not path.is_file():
-        state = "is a folder" if path.is_dir() else "does not exist"
-        raise UserError(f"data.path={path} {state}: pass a CSV, TSV or Parquet file with a header row")
+    reader = TableReader(path, "data.path=", config.delimiter)
     shares_in = sorted(config.share_columns) if config.share_columns else None
     wanted = [config.name_column, *(shares_in or [config.label_column]), *filter(None, [config.weight_column])]
-    raw = path.read_bytes()
-    if path.suffix.lower() in PARQUET_SUFFIXES:
-        header, rows = parquet_rows(path, wanted)
-    else:
-        header, rows = csv_rows(path, raw, config.delimiter)
     needed = [(f"data.name_column={config.name_column}", config.name_column)]
     needed += [(f"data.share_columns={config.share_columns}: {c}", c) for c in shares_in] if shares_in else \
         [(f"data.label_column={config.label_column}", config.label_column)]
     needed += [(f"data.weight_column={config.weight_column}", config.weight_column)] if config.weight_column else []
     for setting, column in needed:
-        if column not in header:
-            raise UserError(f"{setting} is not a column of {path}: its columns are "
-                            f"{', '.join(header) or '(none: the file is empty)'}")
-    position = [header.index(column) for column in wanted]
+        reader.require(column, setting)
     pair_weight: dict[tuple[str, str], float] = defaultdict(float)  # with a weight column: its rows' sum
     name_shares: dict[str, list[float]] = {}  # with share columns: each label's weighted share, over its rows
     pairs: set[tuple[str, str]] = set()
@@ -142,9 +98,8 @@ def read_table(config: TableDataConfig) -> Table:
     reasons = ["blank_name", "long_name", "zero_shares" if shares_in else "blank_label",
                *(["zero_weight"] if config.weight_column else [])]
     counts = Counter({"rows": 0, **dict.fromkeys(reasons, 0)})
-    for where, row in rows:
+    for where, cells in rows_of(reader, wanted):
         counts["rows"] += 1
-        cells = [row[i] if i < len(row) else None for i in position]
         weight = number(cells[-1], f"data.weight_column={config.weight_column}", where, path, None) \
             if config.weight_column else 1.0
         if shares_in:
@@ -177,7 +132,7 @@ def read_table(config: TableDataConfig) -> Table:
         raise UserError(f"data.label_column={config.label_column} is blank on every row of {path}: name the "
                         "column that holds the labels")
     settings = {key: value for key, value in column_settings(config, DIGESTED).items() if value is not None}
-    digest = hashlib.sha256(raw + b"\0" + json.dumps(settings, sort_keys=True).encode()).hexdigest()
+    digest = file_digest(path, b"\0" + json.dumps(settings, sort_keys=True).encode())
     if not shares_in:
         ordered = sorted(pairs)
         weights = np.array([pair_weight[pair] for pair in ordered]) if config.weight_column else None

@@ -12,11 +12,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from nameorigin.base.textnorm import MAX_NAME_LENGTH
 from nameorigin.model.ngram import PRIME
 
 SECOND_PRIME = 2_147_483_629
 BASES = (131, 137)
-MAX_STEPS = 65  # powers for names up to 64 characters
 TOP = 10
 
 
@@ -32,7 +32,7 @@ def letter_codes(vocab: list[str]) -> torch.Tensor:
 
 def powers(base: int, prime: int) -> torch.Tensor:
     values = [1]
-    for _ in range(MAX_STEPS):
+    for _ in range(MAX_NAME_LENGTH + 1):  # a power per position of the longest name, and one more
         values.append(values[-1] * base % prime)
     return torch.tensor(values)
 

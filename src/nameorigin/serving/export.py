@@ -20,12 +20,12 @@ from torch import nn
 from torch._higher_order_ops.scan import scan
 
 from nameorigin.base.atomic import write_atomically
+from nameorigin.base.textnorm import MAX_NAME_LENGTH  # the longest name the Predictor passes
 from nameorigin.model.artifacts import EXPORT_FORMAT
 from nameorigin.model.charrnn import CharRNN
 
 # torch 2.13's exporter builds pytree LeafSpecs it has itself deprecated: nothing a user can act on.
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
-MAX_STEPS = 64  # the longest name the Predictor passes (predict.MAX_NAME_LENGTH)
 FORMATS = ("pt2", "onnx")
 
 
@@ -75,7 +75,7 @@ def example_inputs() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def dynamic_shapes() -> tuple[dict, dict]:
-    batch, steps = torch.export.Dim("batch", max=1 << 20), torch.export.Dim("steps", max=MAX_STEPS)
+    batch, steps = torch.export.Dim("batch", max=1 << 20), torch.export.Dim("steps", max=MAX_NAME_LENGTH)
     return {0: batch, 1: steps}, {0: batch}
 
 

@@ -5,17 +5,20 @@
 
 The frame comes back with the table command's prediction columns appended (pred_<label>, pred_probability, ...,
 pred_abstained, pred_reason), aligned by index: every row, in order, its own columns untouched. A blank, NaN or
-None cell gets the blank-input reason, never a prediction. pandas is the optional [frame] extra, imported only
+None cell gets the blank-input reason, never a prediction. Each distinct name is scored once
+(nameorigin.serving.distinct). pandas is the optional [frame] extra, imported only
 here.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from nameorigin.base.errors import UserError
+from nameorigin.serving.distinct import DistinctNames, score
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
-from nameorigin.serving.schema import OutputOptions, fields_for, table_cells, table_columns
+from nameorigin.serving.schema import OutputOptions, column_kinds, table_cells, table_columns, typed_cell
 
 
 def predict_frame(frame: Any, column: str, predictor: Predictor | str, top_k: int = 1,
@@ -34,18 +37,18 @@ def predict_frame(frame: Any, column: str, predictor: Predictor | str, top_k: in
     predictor = Predictor.load(predictor) if not isinstance(predictor, Predictor) else predictor
     cells = frame[column].tolist()
     blank = [cell is None or (isinstance(cell, float) and cell != cell) or not str(cell).strip() for cell in cells]
-    names = ["" if is_blank else str(cell) for cell, is_blank in zip(cells, blank, strict=True)]
     # A blank cell goes in as "": the Predictor's own unusable-input answer, never a prediction.
-    answers = predictor.predict(names, top_k, batch_size, coverage, explain, abstain, max_set_size, prior)
+    names = Counter("" if is_blank else str(cell) for cell, is_blank in zip(cells, blank, strict=True))
+    groups = DistinctNames.group(list(names), list(names.values()), predictor.normalize, markers=False)
+    answers = score(predictor, groups, top_k, batch_size, coverage, explain, abstain, max_set_size, prior)
     shape = OutputOptions(top_k, coverage, explain, predictor.label_name, predictor.normalize)
-    rows = [table_cells(answer, shape) for answer in answers]
-    added = pd.DataFrame(rows, columns=table_columns(shape), index=frame.index)
-    # numbers and flags as such, not the CSV's text
-    numbers = [name for name in added.columns if name.startswith("pred_probability")]
-    numbers += [field.column_name(shape) for field in fields_for(shape) if field.kind is float]
-    for name in numbers:
-        added[name] = pd.to_numeric(added[name], errors="coerce")
-    for field in fields_for(shape):
-        if field.kind is bool:
-            added[field.column_name(shape)] = added[field.column_name(shape)] == "true"
+    answer_cells = [table_cells(answer, shape) for answer in answers]
+    entry = dict(zip(names, groups.answer_of.tolist(), strict=True))
+    rows = [answer_cells[entry["" if is_blank else str(cell)]] for cell, is_blank in zip(cells, blank, strict=True)]
+    columns, kinds = table_columns(shape), column_kinds(shape)
+    added = pd.DataFrame(rows, columns=columns, index=frame.index)
+    for name, kind in zip(columns, kinds, strict=True):  # numbers and flags as such, not the CSV's text
+        if kind in (float, bool):
+            added[name] = [typed_cell(kind, cell) for cell in added[name]]
+            added[name] = added[name].astype(float if kind is float else bool)
     return pd.concat([frame, added], axis=1)

@@ -15,7 +15,7 @@ import torch
 
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
-from nameorigin.base.textnorm import UNK, encode_names, normalize_name
+from nameorigin.base.textnorm import MAX_NAME_LENGTH, UNK, encode_names, normalize_name
 from nameorigin.model.artifacts import Calibration, ServingMeta
 from nameorigin.model.calibration import level_key, prediction_sets
 from nameorigin.model.charrnn import CharRNN, batch_tokens, net_from_checkpoint
@@ -26,7 +26,6 @@ from nameorigin.serving.export import ExportedNet
 from nameorigin.serving.prior import check_estimable, estimate_prior, read_prior, reweight
 from nameorigin.serving.schema import as_json
 
-MAX_NAME_LENGTH = 64  # longer input is not a name (the corpus' longest has 20 characters): it is explained, not cut
 NO_USABLE_CHARACTER, NO_KNOWN_CHARACTER = "no usable character after normalization", "no character the model knows"
 TOO_LONG = f"longer than {MAX_NAME_LENGTH} characters: not one name"
 EXPORTED_SUFFIXES = (".pt2", ".onnx")
@@ -224,18 +223,24 @@ class Predictor:
             target = self.estimated_prior = estimate_prior(probs, self.trained_prior)
         return reweight(probs, self.trained_prior, target)
 
-    def estimate_prior(self, names: Iterable[str], batch_size: int = BATCH_SIZE, chunk: int = 65536) -> torch.Tensor:
+    def estimate_prior(self, names: Iterable[str], batch_size: int = BATCH_SIZE, chunk: int = 65536,
+                       counts: Sequence[int] | None = None) -> torch.Tensor:
         """The label mix of a stream of names (EM over all of them at once), for callers that then predict it in
-        chunks with this fixed prior, as tables do: an estimate per chunk would give each chunk its own mix."""
-        names, parts = iter(names), []
+        chunks with this fixed prior, as tables do: an estimate per chunk would give each chunk its own mix.
+        `counts`: how many rows each name stands for, when each distinct name is scored once."""
+        names, parts, weights = iter(names), [], []
+        counted = iter(counts) if counts is not None else itertools.repeat(1)
         while block := list(itertools.islice(names, chunk)):
             tokens, lengths, errors = self.encode_many(block)
+            rows = list(itertools.islice(counted, len(block)))
             usable = torch.tensor([row for row, error in enumerate(errors) if error is None], dtype=torch.long)
             if len(usable):
                 parts.append(self.probabilities((tokens[usable], lengths[usable]), batch_size))
+                weights.append(torch.tensor(rows, dtype=torch.float64)[usable])
         probs = torch.cat(parts) if parts else torch.empty(0, len(self.labels))
-        check_estimable(len(probs))
-        self.estimated_prior = estimate_prior(probs, self.trained_prior)
+        weight = torch.cat(weights) if weights else torch.empty(0, dtype=torch.float64)
+        check_estimable(int(weight.sum()))
+        self.estimated_prior = estimate_prior(probs, self.trained_prior, counts=weight)
         return self.estimated_prior
 
     def explain(self, names: Iterable[str], batch_size: int = BATCH_SIZE) -> list[Prediction]:

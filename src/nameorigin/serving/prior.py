@@ -38,12 +38,15 @@ def check_estimable(count: int) -> None:
                         "label -> share")
 
 
-def estimate_prior(probs: torch.Tensor, trained: torch.Tensor, steps: int = 200,
-                   tolerance: float = 1e-6) -> torch.Tensor:
-    """EM: the target prior is the mean of the re-weighted probabilities, re-weighted with it, to a fixed point."""
+def estimate_prior(probs: torch.Tensor, trained: torch.Tensor, steps: int = 200, tolerance: float = 1e-6,
+                   counts: torch.Tensor | None = None) -> torch.Tensor:
+    """EM: the target prior is the mean of the re-weighted probabilities, re-weighted with it, to a fixed point.
+    `counts`: how many rows each name stands for (a table's distinct names), the weights of that mean."""
     prior = trained.clone()
+    weights = None if counts is None else (counts.double() / counts.double().sum()).float()[:, None]
     for _ in range(steps):
-        new = reweight(probs, trained, prior).mean(0)
+        adjusted = reweight(probs, trained, prior)
+        new = adjusted.mean(0) if weights is None else (adjusted * weights).sum(0)
         if float((new - prior).abs().sum()) < tolerance:
             return new
         prior = new

@@ -116,6 +116,21 @@ def table_columns(options: OutputOptions) -> list[str]:
     return [*ranked_columns(options), *(field.column_name(options) for field in fields_for(options))]
 
 
+def column_kinds(options: OutputOptions) -> list[type]:
+    """The type of each of table_columns' columns, for typed outputs (Parquet, frames): labels are text,
+    probabilities numbers, then each field's kind."""
+    return [str, float] * options.top_k + [field.kind for field in fields_for(options)]
+
+
+def typed_cell(kind: type, cell: str) -> Any:
+    """A table cell as its column's type: a number (None when empty), a flag, or the text itself."""
+    if kind is float:
+        return float(cell) if cell else None
+    if kind is bool:
+        return cell == "true"
+    return cell
+
+
 def table_cells(prediction: Any, options: OutputOptions) -> list[str]:
     cells = []
     for rank in range(options.top_k):
