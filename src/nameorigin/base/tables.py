@@ -11,6 +11,8 @@ from __future__ import annotations
 import csv
 import hashlib
 import itertools
+import queue
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -23,7 +25,7 @@ TEXT_SUFFIXES = (".csv", ".txt", *TAB_SUFFIXES)
 # What spreadsheets, pandas and databases write for an empty cell: a missing value, not a name or a label.
 MISSING_MARKERS = frozenset({"NaN", "nan", "NULL", "null", "N/A", "#N/A", "None", "<NA>"})
 TEXT_CHUNK_ROWS = 4096  # delimited text is parsed in Python, a row at a time: small chunks keep memory flat
-ARROW_CHUNK_ROWS = 131_072  # Parquet is read and written column-wise: big chunks keep the per-chunk cost low
+ARROW_CHUNK_ROWS = 1 << 21  # Parquet is read and written column-wise: big chunks keep the per-chunk cost low
 
 
 def is_parquet(path: str | Path) -> bool:
@@ -237,14 +239,20 @@ def output_format(path: str | Path, source: str | Path, setting: str = "--out") 
 
 class TableWriter:
     """Rows written as they come: delimited text to a stream, or a Parquet file. `typed` says which form the
-    appended columns must come in: Python strings per row (text) or pyarrow arrays (Parquet)."""
+    appended columns must come in: Python strings per row (text) or pyarrow arrays (Parquet). Parquet is encoded
+    and compressed on a thread of its own (pyarrow releases the GIL), while the caller scores the next chunk.
+    Use it as a context manager: leaving it finishes the file, or stops the thread after an error."""
 
     def __init__(self, target: IO[str] | Path, header: list[str], added: list[str], delimiter: str = ",",
                  parquet: bool = False):
-        self.header, self.added, self.typed = header, added, parquet
+        self.header, self.added, self.typed, self.target = header, added, parquet, target
         self.parquet_writer: Any = None
-        self.target = target
-        if not parquet:
+        if parquet:
+            self.pending: queue.Queue = queue.Queue(maxsize=1)
+            self.failure: BaseException | None = None
+            self.thread = threading.Thread(target=self.drain, name="parquet-writer", daemon=True)
+            self.thread.start()
+        else:
             self.text = csv.writer(target, delimiter=delimiter, lineterminator="\n")
             self.text.writerow([*header, *added])
 
@@ -253,15 +261,39 @@ class TableWriter:
         if not self.typed:
             self.text.writerows([[*row, *cells] for row, cells in zip(chunk.text_rows(), added, strict=True)])
             return
-        import pyarrow.parquet as pq
-
+        if self.failure is not None:
+            raise self.failure
         table = chunk.arrow()
         for name, array in zip(self.added, added, strict=True):
             table = table.append_column(name, array)
-        if self.parquet_writer is None:
-            self.parquet_writer = pq.ParquetWriter(self.target, table.schema)
-        self.parquet_writer.write_table(table)
+        self.pending.put(table)
 
-    def close(self) -> None:
+    def drain(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        while (table := self.pending.get()) is not None:
+            if self.failure is not None:
+                continue
+            try:
+                if self.parquet_writer is None:
+                    # Dictionary pages pay for text columns (labels, reasons, names), not for numbers and flags.
+                    text = [field.name for field in table.schema if pa.types.is_string(field.type)
+                            or pa.types.is_large_string(field.type) or pa.types.is_dictionary(field.type)]
+                    self.parquet_writer = pq.ParquetWriter(self.target, table.schema, use_dictionary=text)
+                self.parquet_writer.write_table(table)
+            except BaseException as error:  # handed to the caller's thread at its next write or at close
+                self.failure = error
+
+    def __enter__(self) -> TableWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.typed:
+            return
+        self.pending.put(None)
+        self.thread.join()
         if self.parquet_writer is not None:
             self.parquet_writer.close()
+        if self.failure is not None and exc[0] is None:
+            raise self.failure

@@ -1,6 +1,6 @@
 """Each distinct name scored once. A population table holds far fewer names than rows (a surname is shared by
-many people), and an answer depends only on the name after normalization: so the cells are counted, grouped by
-their normalized name, each group scored once, and the answers joined back onto every row by the caller.
+many people), and an answer depends only on the name after normalization: so cells are keyed by their normalized
+name, each key scored once, and the answers joined back onto every row by the caller.
 
 `--prior estimate` weights each name by its row count, so EM sees the same mix as scoring every row would.
 """
@@ -21,64 +21,56 @@ from nameorigin.serving.predict import BATCH_SIZE, Prediction, Predictor
 SCORE_CHUNK = 65_536  # distinct names predicted at a time: the answers' memory stays flat
 
 
+def cell_key(cell: object, normalize: str, markers: bool = True) -> str | tuple[str]:
+    """What decides a cell's answer: its normalized name ("" for a null), or, for a missing-value marker ("NaN",
+    "NULL", ...) when `markers`, the marker itself, kept apart from a name that spells it."""
+    if cell is None:
+        return ""
+    if markers and is_missing(cell):
+        return (cell,)
+    return normalize_name(str(cell), normalize)
+
+
 @dataclass
 class DistinctNames:
-    """The distinct cells of a column and the names they come to. `answer_of[i]` is the entry of `names` that
-    cell `values[i]` is answered by; `counts[j]` how many rows entry j stands for; `markers[j]` the
-    missing-value marker an entry stands for (None for a name)."""
+    """The distinct cells of a column and the keys they come to. `answer_of[i]` is the entry of `keys` that
+    cell `values[i]` is answered by; `counts[j]` how many rows entry j stands for."""
 
     values: list
     answer_of: np.ndarray
-    names: list[str]
+    keys: list[str | tuple[str]]
     counts: np.ndarray
-    markers: list[str | None]
 
     @classmethod
-    def group(cls, values: Sequence, counts: Sequence[int], normalize: str, markers: bool = True,
-              merge: bool = True) -> DistinctNames:
-        """`values` (each cell once, None for a null) with their row counts. A missing-value marker ("NaN",
-        "NULL", ...) is its own entry when `markers`; otherwise a null is the blank name. `merge=False` keeps
-        one entry per value: every row scored on its own, the reference the grouping is tested against."""
-        entry_of: dict[tuple[bool, str], int] = {}
-        answer_of = np.empty(len(values), dtype=np.int64)
-        names, markers_of, totals = [], [], []
-        for i, (value, count) in enumerate(zip(values, counts, strict=True)):
-            marker = markers and value is not None and is_missing(value)
-            key = (True, value) if marker else (False, "" if value is None else normalize_name(str(value), normalize))
-            j = entry_of.get(key) if merge else None
-            if j is None:
-                j = len(names)
-                if merge:
-                    entry_of[key] = j
-                names.append(key[1])
-                markers_of.append(value if marker else None)
-                totals.append(0)
-            totals[j] += int(count)
-            answer_of[i] = j
-        return cls(list(values), answer_of, names, np.array(totals, dtype=np.int64), markers_of)
+    def group(cls, values: Sequence, counts: Sequence[int], normalize: str, markers: bool = True) -> DistinctNames:
+        """`values` (each cell once, None for a null) with their row counts."""
+        entry_of: dict = {}
+        answer_of = np.array([entry_of.setdefault(cell_key(value, normalize, markers), len(entry_of))
+                              for value in values], dtype=np.int64)
+        totals = np.bincount(answer_of, weights=np.asarray(counts, dtype=np.float64), minlength=len(entry_of))
+        return cls(list(values), answer_of, list(entry_of), totals.astype(np.int64))
 
-    def scored(self) -> int:
-        """How many distinct names go to the model (markers and blanks are answered without it)."""
-        return sum(1 for name, marker in zip(self.names, self.markers, strict=True) if marker is None and name)
+    def estimate_prior(self, predictor: Predictor, batch_size: int = BATCH_SIZE) -> torch.Tensor:
+        """The label mix of all the rows: EM over the distinct names, each weighted by its row count."""
+        names = [(key, int(count)) for key, count in zip(self.keys, self.counts, strict=True) if isinstance(key, str)]
+        return predictor.estimate_prior([key for key, _ in names], batch_size, counts=[n for _, n in names])
 
 
-def score(predictor: Predictor, distinct: DistinctNames, top_k: int = 1, batch_size: int = BATCH_SIZE,
+def score(predictor: Predictor, keys: Sequence[str | tuple[str]], top_k: int = 1, batch_size: int = BATCH_SIZE,
           coverage: float | None = None, explain: bool = False, abstain: bool = True,
           max_set_size: int | None = None, prior: str | torch.Tensor | None = None) -> list[Prediction]:
-    """One answer per entry of `distinct.names`, in order. With prior="estimate", one mix for all of them,
-    each name weighted by its row count."""
-    real = [j for j, marker in enumerate(distinct.markers) if marker is None]
-    names = [distinct.names[j] for j in real]
-    if isinstance(prior, str) and prior == "estimate":
-        prior = predictor.estimate_prior(names, batch_size, counts=distinct.counts[real].tolist())
-    answers: list[Prediction | None] = [None] * len(distinct.names)
+    """One answer per key (cell_key), in order: a name's prediction, or a marker's unusable-input answer.
+    `prior` must be fixed here (a tensor, "uniform" or a file): an estimate is the caller's, over all rows."""
+    real = [j for j, key in enumerate(keys) if isinstance(key, str)]
+    answers: list[Prediction | None] = [None] * len(keys)
     for start in range(0, len(real), SCORE_CHUNK):
-        block = predictor.predict(names[start : start + SCORE_CHUNK], top_k, batch_size, coverage, explain, abstain,
+        rows = real[start : start + SCORE_CHUNK]
+        block = predictor.predict([keys[j] for j in rows], top_k, batch_size, coverage, explain, abstain,
                                   max_set_size, prior)
-        for j, answer in zip(real[start : start + SCORE_CHUNK], block, strict=True):
+        for j, answer in zip(rows, block, strict=True):
             answers[j] = answer
-    for j, marker in enumerate(distinct.markers):
-        if marker is not None:
-            reason = f"missing-value marker {marker!r}"
-            answers[j] = Prediction(marker, [], reason, reason_code=UNUSABLE, reason=reason)
+    for j, key in enumerate(keys):
+        if not isinstance(key, str):
+            reason = f"missing-value marker {key[0]!r}"
+            answers[j] = Prediction(key[0], [], reason, reason_code=UNUSABLE, reason=reason)
     return answers

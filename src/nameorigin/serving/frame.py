@@ -15,10 +15,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import numpy as np
+
 from nameorigin.base.errors import UserError
 from nameorigin.serving.distinct import DistinctNames, score
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
-from nameorigin.serving.schema import OutputOptions, column_kinds, table_cells, table_columns, typed_cell
+from nameorigin.serving.schema import OutputOptions, column_kinds, table_columns, typed_columns
 
 
 def predict_frame(frame: Any, column: str, predictor: Predictor | str, top_k: int = 1,
@@ -40,15 +42,15 @@ def predict_frame(frame: Any, column: str, predictor: Predictor | str, top_k: in
     # A blank cell goes in as "": the Predictor's own unusable-input answer, never a prediction.
     names = Counter("" if is_blank else str(cell) for cell, is_blank in zip(cells, blank, strict=True))
     groups = DistinctNames.group(list(names), list(names.values()), predictor.normalize, markers=False)
-    answers = score(predictor, groups, top_k, batch_size, coverage, explain, abstain, max_set_size, prior)
+    if isinstance(prior, str) and prior == "estimate":
+        prior = groups.estimate_prior(predictor, batch_size)
+    answers = score(predictor, groups.keys, top_k, batch_size, coverage, explain, abstain, max_set_size, prior)
     shape = OutputOptions(top_k, coverage, explain, predictor.label_name, predictor.normalize)
-    answer_cells = [table_cells(answer, shape) for answer in answers]
     entry = dict(zip(names, groups.answer_of.tolist(), strict=True))
-    rows = [answer_cells[entry["" if is_blank else str(cell)]] for cell, is_blank in zip(cells, blank, strict=True)]
-    columns, kinds = table_columns(shape), column_kinds(shape)
-    added = pd.DataFrame(rows, columns=columns, index=frame.index)
-    for name, kind in zip(columns, kinds, strict=True):  # numbers and flags as such, not the CSV's text
-        if kind in (float, bool):
-            added[name] = [typed_cell(kind, cell) for cell in added[name]]
-            added[name] = added[name].astype(float if kind is float else bool)
+    rows = np.array([entry["" if is_blank else str(cell)] for cell, is_blank in zip(cells, blank, strict=True)],
+                    dtype=np.int64)
+    typed = typed_columns(answers, shape)
+    added = pd.DataFrame({name: pd.Series(values, dtype=float if kind is float else bool if kind is bool else object)
+                          .take(rows).to_numpy() for name, kind, values in
+                          zip(table_columns(shape), column_kinds(shape), typed, strict=True)}, index=frame.index)
     return pd.concat([frame, added], axis=1)

@@ -196,24 +196,19 @@ class Predictor:
             why = iter(self.explain_encoded(codes, [normalize_name(names[row], self.normalize)
                                                     for row in answered.tolist()], batch_size))
         top = probs.topk(min(top_k, len(self.labels)), dim=-1)
-        rows = iter(zip(top.values.tolist(), top.indices.tolist(), strict=True))
+        labels, label_names, label_key = self.labels, self.label_names, self.label_name
+        ranked = ranked_rows(top.values, top.indices, labels)
         sets = self._sets(probs, threshold) if threshold is not None and any_good else None
-        verdicts = iter(abstentions(self, good, energy, sets, max_set_size, batch_size)) if abstain else None
-        sets = iter(sets) if sets is not None else None
-        labels, results = self.labels, []
+        verdicts = abstentions(self, good, energy, sets, max_set_size, batch_size) if abstain else None
+        results, row = [], 0
         for name, error in zip(names, errors, strict=True):
             if error is not None:
                 results.append(Prediction(name, [], error, reason_code=UNUSABLE, reason=error))
                 continue
-            values, indices = next(rows)
-            answer = Prediction(name, [(labels[j], p) for p, j in zip(values, indices, strict=True)],
-                                prediction_set=None if sets is None else next(sets),
-                                label_names=self.label_names, label_key=self.label_name)
-            if why is not None:
-                answer.explanation = next(why)
-            if verdicts is not None:
-                answer.reason_code, answer.reason = next(verdicts)
-            results.append(answer)
+            code, reason = verdicts[row] if verdicts is not None else (None, None)
+            results.append(Prediction(name, ranked[row], None, None if sets is None else sets[row], label_names,
+                                      label_key, None if why is None else next(why), code, reason))
+            row += 1
         return results
 
     def reweighted(self, probs: torch.Tensor, prior: str | torch.Tensor) -> torch.Tensor:
@@ -258,6 +253,14 @@ class Predictor:
         ranked = members.gather(1, order)
         return [[self.labels[j] for j, keep in zip(row, flags, strict=True) if keep]
                 for row, flags in zip(order.tolist(), ranked.tolist(), strict=True)]
+
+
+def ranked_rows(values: torch.Tensor, indices: torch.Tensor, labels: Sequence[str]) -> list[list[tuple[str, float]]]:
+    """Each row's (label, probability) pairs, best first: one flat tolist, sliced per row, since a nested tolist
+    builds a Python list per row inside torch, many times slower."""
+    k = values.shape[1]
+    pairs = [(labels[j], p) for p, j in zip(values.flatten().tolist(), indices.flatten().tolist(), strict=True)]
+    return [[pair] for pair in pairs] if k == 1 else [pairs[start : start + k] for start in range(0, len(pairs), k)]
 
 
 def read_sidecar(path: str | Path) -> dict:

@@ -2,15 +2,15 @@
 back, in order, with its own columns untouched and prediction columns appended. A blank, missing or unusable
 cell gets empty prediction columns and a reason; no row is ever dropped or shifted.
 
-Two passes over the file: the first counts the column's distinct cells, which are then scored once each
-(nameorigin.serving.distinct); the second writes every row with its name's answer joined on. Memory holds the
-distinct names and a chunk of rows, never the table.
+One pass: each chunk's cells not seen before are scored (each distinct name once, nameorigin.serving.distinct),
+and the chunk is written with its rows' answers joined on. Memory holds the answers of the distinct names and a
+chunk of rows, never the table. `--prior estimate` first counts the column (a pass that reads only it), since its
+one mix must come from all the rows before any is written.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -18,26 +18,18 @@ from typing import IO, Any
 import numpy as np
 
 from nameorigin.base.atomic import write_atomically
-from nameorigin.base.tables import (
-    TEXT_CHUNK_ROWS,
-    ArrowChunk,
-    TableReader,
-    TableWriter,
-    TextChunk,
-    delimiter_for,
-    output_format,
-)
-from nameorigin.serving.distinct import DistinctNames, score
+from nameorigin.base.tables import ArrowChunk, TableReader, TableWriter, TextChunk, delimiter_for, output_format
+from nameorigin.serving.distinct import DistinctNames, cell_key, score
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
-from nameorigin.serving.schema import OutputOptions, column_kinds, table_cells, table_columns, typed_cell
+from nameorigin.serving.schema import OutputOptions, column_kinds, table_cells, table_columns, typed_columns
 
-CHUNK_ROWS = TEXT_CHUNK_ROWS  # rows of a delimited file read and written at a time
+CHUNK_ROWS = 16_384  # rows of a delimited file read, scored and written at a time
 
 
 @dataclass(frozen=True)
 class TableSummary:
     rows: int  # data rows written
-    names: int  # distinct names the model scored
+    names: int  # distinct usable names the model scored
     unusable: int  # rows without a usable name (blank, a missing-value marker, too long, no known character)
 
     def line(self) -> str:
@@ -45,50 +37,99 @@ class TableSummary:
                 f"({self.unusable:,} rows without a usable name)")
 
 
-def count_cells(reader: TableReader, column: str, merge: bool) -> tuple[list, list[int]]:
-    """The column's distinct cells and how many rows hold each (with merge=False, every cell, in order)."""
-    if not merge:
-        cells = [cell for chunk in reader.chunks([column]) for cell in chunk.cells(column)]
-        return cells, [1] * len(cells)
-    if not reader.parquet:
-        counted: Counter = Counter()
+class AnswerBook:
+    """The answers found so far: each cell seen maps to an entry, one per distinct normalized name (or marker);
+    a cell never seen before is scored when it first comes. The entries' output columns are kept as text cells
+    (delimited output) or as typed pyarrow arrays (Parquet). `merge=False` gives every row its own entry: every
+    row scored on its own, the reference the grouping is checked against."""
+
+    def __init__(self, predictor: Predictor, shape: OutputOptions, typed: bool, merge: bool, **options: Any):
+        self.predictor, self.shape, self.typed, self.merge, self.options = predictor, shape, typed, merge, options
+        self.entry_of: dict = {}  # cell -> entry
+        self.entry_by_key: dict = {}  # cell_key -> entry
+        self.cells: list[list[str]] = []  # per entry, delimited output
+        self.parts: list[list[Any]] = []  # per column, arrays of entries' typed values (Parquet)
+        if typed:
+            import pyarrow as pa
+
+            self.parts = [[pa.array([], type=arrow_type(kind))] for kind in column_kinds(shape)]
+        self.unusable = np.zeros(0, dtype=bool)
+        self.names = 0
+        self.row_entry: np.ndarray | None = None  # each row's entry, when read ahead
+
+    def entries(self, cells: list, distinct: bool = False) -> np.ndarray:
+        """Each cell's entry, scoring the cells not seen before (`distinct`: the cells are, and all unseen)."""
+        if not self.merge:
+            return self.add([cell_key(cell, self.predictor.normalize) for cell in cells])
+        unseen = cells if distinct else [cell for cell in dict.fromkeys(cells) if cell not in self.entry_of]
+        if unseen:
+            keys = [cell_key(cell, self.predictor.normalize) for cell in unseen]
+            fresh = [key for key in dict.fromkeys(keys) if key not in self.entry_by_key]
+            for key, entry in zip(fresh, self.add(fresh).tolist(), strict=True):
+                self.entry_by_key[key] = entry
+            self.entry_of.update((cell, self.entry_by_key[key]) for cell, key in zip(unseen, keys, strict=True))
+        return np.fromiter((self.entry_of[cell] for cell in cells), dtype=np.int64, count=len(cells))
+
+    def add(self, keys: list) -> np.ndarray:
+        """Score `keys` and keep their answers as new entries; returns their entry numbers."""
+        first = len(self.unusable)
+        answers = score(self.predictor, keys, self.shape.top_k, coverage=self.shape.coverage,
+                        explain=self.shape.explain, **self.options)
+        failed = np.array([answer.error is not None for answer in answers], dtype=bool)
+        self.names += int((~failed).sum())
+        self.unusable = np.concatenate([self.unusable, failed])
+        if self.typed:
+            import pyarrow as pa
+
+            for part, kind, values in zip(self.parts, column_kinds(self.shape), typed_columns(answers, self.shape),
+                                          strict=True):
+                part.append(pa.array(values, type=arrow_type(kind)))
+        else:
+            self.cells.extend(table_cells(answer, self.shape) for answer in answers)
+        return np.arange(first, first + len(keys), dtype=np.int64)
+
+    def read_ahead(self, reader: TableReader, column: str) -> None:
+        """Parquet: read the name column first and score all its distinct names in one go, keeping each row's
+        entry (4 bytes a row). Scoring then never shares the cores with the file's encoding, and the chunks need
+        no lookups. The column's chunks are dictionary-encoded each, then their dictionaries together."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        dictionaries, indices = [], []
         for chunk in reader.chunks([column]):
-            counted.update(chunk.cells(column))
-        return list(counted), list(counted.values())
-    import pyarrow as pa
-    import pyarrow.compute as pc
+            encoded = pc.dictionary_encode(name_array(chunk, column), null_encoding="encode")
+            dictionaries.append(encoded.dictionary)
+            indices.append(encoded.indices.to_numpy(zero_copy_only=False))
+        together = pc.dictionary_encode(pa.chunked_array(dictionaries, pa.string()).combine_chunks(),
+                                        null_encoding="encode")
+        cell_of = together.indices.to_numpy(zero_copy_only=False)  # chunk dictionary entry -> distinct cell
+        entry_of_cell = self.entries(together.dictionary.to_pylist(), distinct=True)
+        starts = np.cumsum([0, *(len(d) for d in dictionaries)])
+        self.row_entry = np.concatenate([np.zeros(0, dtype=np.int64),
+                                         *(entry_of_cell[cell_of[start + local]] for start, local in
+                                           zip(starts, indices, strict=False))])
 
-    parts = []
-    for chunk in reader.chunks([column]):
-        found = pc.value_counts(name_array(chunk, column))
-        parts.append(pa.table({"value": found.field("values"), "count": found.field("counts")}))
-        if len(parts) > 8:  # fold the partial counts, so they never outgrow the distinct names
-            parts = [pa.concat_tables(parts).group_by("value").aggregate([("count", "sum")])
-                     .rename_columns(["value", "count"])]
-    if not parts:
-        return [], []
-    total = pa.concat_tables(parts).group_by("value").aggregate([("count", "sum")]).rename_columns(["value", "count"])
-    return total.column("value").to_pylist(), total.column("count").to_pylist()
+    def rows(self, chunk: TextChunk | ArrowChunk, column: str, first: int) -> tuple[Any, int]:
+        """The appended columns for a chunk's rows (data rows `first`... from 0): cells per row or arrays, and how
+        many of the rows are unusable."""
+        if self.row_entry is not None:
+            codes = self.row_entry[first : first + len(chunk)]
+        else:
+            codes = self.entries(chunk.cells(column))
+        unusable = int(self.unusable[codes].sum())
+        if not self.typed:
+            return [self.cells[code] for code in codes.tolist()], unusable
+        import pyarrow as pa
+        import pyarrow.compute as pc
 
-
-def answer_codes(reader: TableReader, column: str, values: list, answer_of: np.ndarray,
-                 distinct: bool) -> Callable[[TextChunk | ArrowChunk, int], Sequence[int]]:
-    """For a chunk of rows (starting at data row `first`, from 0), the answer each row gets: its cell's."""
-    if not distinct:  # one entry per row, in order
-        return lambda chunk, first: answer_of[first : first + len(chunk)]
-    if not reader.parquet:
-        lookup = dict(zip(values, answer_of.tolist(), strict=True))
-        return lambda chunk, first: [lookup[cell] for cell in chunk.cells(column)]
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    value_set = pa.array(values, type=pa.string())
-
-    def codes(chunk: ArrowChunk, first: int) -> np.ndarray:
-        found = pc.index_in(name_array(chunk, column), value_set=value_set, skip_nulls=False)
-        return answer_of[found.to_numpy(zero_copy_only=False)]
-
-    return codes
+        if any(len(part) > 1 for part in self.parts):
+            # Text columns as dictionaries of their few distinct values (18 labels, 5 reason codes): a row then
+            # costs an index, and Parquet writes the dictionary pages as they are.
+            self.parts = [[pc.dictionary_encode(pa.concat_arrays(part)) if pa.types.is_string(part[0].type)
+                           else pa.concat_arrays(part)] for part in self.parts]
+        taken = pa.array(codes)
+        return [pa.DictionaryArray.from_arrays(part[0].indices.take(taken), part[0].dictionary)
+                if pa.types.is_dictionary(part[0].type) else part[0].take(taken) for part in self.parts], unusable
 
 
 def name_array(chunk: ArrowChunk, column: str) -> Any:
@@ -96,6 +137,20 @@ def name_array(chunk: ArrowChunk, column: str) -> Any:
     import pyarrow as pa
 
     return chunk.batch.column(column).cast(pa.string())
+
+
+def arrow_type(kind: type) -> Any:
+    import pyarrow as pa
+
+    return {float: pa.float64(), bool: pa.bool_()}.get(kind, pa.string())
+
+
+def output_delimiter(reader: TableReader, out: IO[str] | str | Path) -> str:
+    """A file's own suffix decides (tab for .tsv/.tab, comma for .csv); standard output and .txt keep the
+    input's delimiter (comma for Parquet)."""
+    if isinstance(out, str | Path) and Path(out).suffix.lower() != ".txt":
+        return delimiter_for(out)
+    return reader.delimiter if not reader.parquet else ","
 
 
 def predict_table(predictor: Predictor, source: str | Path, column: str, out: IO[str] | str | Path,
@@ -109,64 +164,40 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: IO
     reader = TableReader(source, "--file", delimiter)
     reader.require_text(column, f"--column {column}")
     parquet_out = isinstance(out, str | Path) and output_format(out, source) == "parquet"
-    if parquet_out:
-        import pyarrow as pa
     if coverage is not None:
         predictor.set_threshold(coverage)  # an unknown level fails before any output
     shape = OutputOptions(top_k, coverage, explain, predictor.label_name, predictor.normalize)
-    values, counts = count_cells(reader, column, distinct)
-    groups = DistinctNames.group(values, counts, predictor.normalize, markers=True, merge=distinct)
-    answers = score(predictor, groups, top_k, batch_size, coverage, explain, **options)
-    cells = [table_cells(answer, shape) for answer in answers]
-    columns = table_columns(shape)
-    unusable = int(sum(count for count, answer in zip(groups.counts.tolist(), answers, strict=True) if answer.error))
-    if parquet_out:
-        kinds = column_kinds(shape)
-        by_column = list(zip(*cells, strict=True)) if cells else [()] * len(columns)
-        added = [pa.array([typed_cell(kind, cell) for cell in values], type=arrow_type(kind))
-                 for kind, values in zip(kinds, by_column, strict=True)]
-    codes_of = answer_codes(reader, column, values, groups.answer_of, distinct)
-    rows = 0
+    if isinstance(options.get("prior"), str) and options["prior"] == "estimate":  # one mix, from every row
+        counted: Counter = Counter()
+        for chunk in reader.chunks([column]):
+            counted.update(chunk.cells(column))
+        groups = DistinctNames.group(list(counted), list(counted.values()), predictor.normalize)
+        options["prior"] = groups.estimate_prior(predictor, batch_size)
+    book = AnswerBook(predictor, shape, parquet_out, distinct, batch_size=batch_size, **options)
+    if reader.parquet and distinct:
+        book.read_ahead(reader, column)
+    rows = unusable = 0
 
     def write(target: IO[str] | Path) -> None:
-        nonlocal rows
-        writer = TableWriter(target, reader.header, columns, output_delimiter(reader, out), parquet_out)
-        for chunk in reader.chunks():
-            codes = codes_of(chunk, rows)
-            if parquet_out:
-                taken = pa.array(np.asarray(codes, dtype=np.int64))
-                writer.write(chunk, [array.take(taken) for array in added])
-            else:
-                writer.write(chunk, [cells[code] for code in codes])
-            rows += len(chunk)
-        if parquet_out and rows == 0:
-            writer.write(reader.empty_chunk(), [array.slice(0, 0) for array in added])
-        writer.close()
+        nonlocal rows, unusable
+        with TableWriter(target, reader.header, table_columns(shape), output_delimiter(reader, out),
+                         parquet_out) as writer:
+            for chunk in reader.chunks(rows=None if reader.parquet else CHUNK_ROWS):
+                added, bad = book.rows(chunk, column, rows)
+                writer.write(chunk, added)
+                rows, unusable = rows + len(chunk), unusable + bad
+            if parquet_out and rows == 0:
+                writer.write(reader.empty_chunk(), book.rows(reader.empty_chunk(), column, 0)[0])
 
     if isinstance(out, str | Path):
-        def text_file(tmp: Path) -> None:
+        def into_file(tmp: Path) -> None:
             if parquet_out:
                 write(tmp)
                 return
             with open(tmp, "w", encoding="utf-8", newline="") as stream:
                 write(stream)
 
-        write_atomically(out, text_file)
+        write_atomically(out, into_file)
     else:
         write(out)
-    return TableSummary(rows, groups.scored(), unusable)
-
-
-def output_delimiter(reader: TableReader, out: IO[str] | str | Path) -> str:
-    """A file's own suffix decides (tab for .tsv/.tab, comma for .csv); standard output and .txt keep the
-    input's delimiter (comma for Parquet)."""
-    given = reader.delimiter if not reader.parquet else ","
-    if isinstance(out, str | Path) and Path(out).suffix.lower() != ".txt":
-        return delimiter_for(out)
-    return given
-
-
-def arrow_type(kind: type) -> Any:
-    import pyarrow as pa
-
-    return {float: pa.float64(), bool: pa.bool_()}.get(kind, pa.string())
+    return TableSummary(rows, book.names, unusable)

@@ -1,0 +1,184 @@
+"""How fast a population table is scored: write a person-level table of N rows, surnames drawn from names-dataset
+by Zipf weights (exponent 1.1 over the names ordered by their best rank in any country), then, each in a fresh
+process, score it as `nameorigin-predict --file --column` does, Parquet in and out and CSV in and out, beside
+scoring every row of its first rows on their own (the reference); report rows/s, distinct names and peak RSS,
+and check that grouping gives the reference's answers on a sample.
+
+  nameorigin-score-scale refit.ckpt                          # 10M rows, a 1M-row reference slice, 200k checked
+  nameorigin-score-scale refit.ckpt --rows 1000000 --slice 100000 --check 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from nameorigin.base.errors import UserError, exits_2_on_user_error
+
+ZIPF_EXPONENT = 1.1
+CONTENDERS = ("parquet", "csv", "every_row")
+
+
+def surnames_by_best_rank() -> list[str]:
+    """Every names-dataset surname (as the package spells it), most common first: by its best rank in any country,
+    then by name; names the package ranks nowhere come last."""
+    import gzip
+    import pickle
+
+    from nameorigin.data.surnames import package_pickle
+
+    with gzip.open(package_pickle(), "rb") as f:
+        raw = pickle.load(f)  # noqa: S301  (the installed package's own file, never a user's path)
+    best = {name: min(info["rank"].values()) if info.get("rank") else float("inf") for name, info in raw.items()}
+    return sorted(best, key=lambda name: (best[name], name))
+
+
+def write_people(folder: Path, rows: int, reference_rows: int, seed: int) -> dict[str, Path]:
+    """people.parquet and people.csv (person_id, surname), and the first `reference_rows` rows as slice.parquet;
+    reused when already written for these settings."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    from nameorigin.base.atomic import write_atomically
+
+    stem = folder / f"people_{rows}_seed{seed}"
+    paths = {"parquet": stem.with_suffix(".parquet"), "csv": stem.with_suffix(".csv"),
+             "slice": folder / f"people_{rows}_seed{seed}_first{reference_rows}.parquet"}
+    if all(path.is_file() for path in paths.values()):
+        return paths
+    names = surnames_by_best_rank()
+    weights = np.arange(1, len(names) + 1, dtype=np.float64) ** -ZIPF_EXPONENT
+    picks = np.random.default_rng(seed).choice(len(names), size=rows, p=weights / weights.sum())
+    table = pa.table({"person_id": np.arange(rows, dtype=np.int64),
+                      "surname": pa.array(names, pa.string()).take(pa.array(picks))})
+    write_atomically(paths["parquet"], lambda tmp: pq.write_table(table, tmp, row_group_size=1 << 20))
+    write_atomically(paths["csv"], lambda tmp: pacsv.write_csv(table, tmp))
+    write_atomically(paths["slice"], lambda tmp: pq.write_table(table.slice(0, reference_rows), tmp))
+    return paths
+
+
+def measure(spec: dict) -> dict:
+    """One contender, in this process: score `source` into `out`; seconds, rows and peak RSS."""
+    from nameorigin.serving.predict import Predictor
+    from nameorigin.serving.table import predict_table
+
+    predictor = Predictor.load(spec["checkpoint"])
+    start = time.perf_counter()
+    summary = predict_table(predictor, spec["source"], "surname", spec["out"], distinct=spec["distinct"])
+    seconds = time.perf_counter() - start
+    return {"rows": summary.rows, "names": summary.names, "seconds": seconds, "peak_rss_gb": peak_rss_gb()}
+
+
+def peak_rss_gb() -> float:
+    """This process' peak resident memory. Linux's VmHWM starts afresh at exec; ru_maxrss would carry the
+    parent's peak (the names-dataset pickle) into a child."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def same_answers(checkpoint: str, source: Path, rows: int, folder: Path) -> dict:
+    """The first `rows` rows scored both ways: labels, sets and abstentions equal, the largest probability gap."""
+    import pyarrow.parquet as pq
+
+    from nameorigin.serving.predict import Predictor
+    from nameorigin.serving.table import predict_table
+
+    sample = folder / f"check_{rows}.parquet"
+    pq.write_table(pq.read_table(source).slice(0, rows), sample)
+    outs = {}
+    for distinct in (True, False):
+        outs[distinct] = folder / f"check_{rows}_{'grouped' if distinct else 'every_row'}.parquet"
+        predict_table(Predictor.load(checkpoint), sample, "surname", outs[distinct], top_k=3, coverage=0.9,
+                      distinct=distinct)
+    grouped, every = (pq.read_table(outs[d]) for d in (True, False))
+    gap, differing = 0.0, []
+    for name in grouped.column_names[2:]:
+        ours, theirs = (t.column(name).to_numpy(zero_copy_only=False) for t in (grouped, every))
+        if name.startswith("pred_probability"):
+            gap = max(gap, float(np.nanmax(np.abs(ours.astype(float) - theirs.astype(float)), initial=0.0)))
+        elif not (ours == theirs).all():
+            differing.append(name)
+    return {"rows": rows, "max_probability_gap": gap, "differing_columns": differing}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkpoint", nargs="?", help="the model to score with: a .ckpt, .pt2 or .onnx")
+    parser.add_argument("--rows", type=int, default=10_000_000, help="rows of the person-level table (default 10M)")
+    parser.add_argument("--slice", type=int, default=1_000_000,
+                        help="rows scored one by one, the reference (default 1M, the table's first rows)")
+    parser.add_argument("--check", type=int, default=200_000,
+                        help="rows scored both ways and compared answer by answer (default 200k)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the Zipf draw (default 0)")
+    parser.add_argument("--folder", default="outputs/score_scale", help="where the tables and outputs are written")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)  # the child process: JSON of one contender
+    args = parser.parse_args(argv)
+    if args.measure:
+        return args
+    if not args.checkpoint:
+        parser.error("pass the checkpoint to score with, e.g. outputs/<run>/checkpoints/refit.ckpt")
+    if not 1 <= args.check <= args.rows or not 1 <= args.slice <= args.rows:
+        parser.error(f"--slice {args.slice} and --check {args.check} must be between 1 and --rows {args.rows}")
+    if Path(args.folder).is_file():
+        parser.error(f"--folder {args.folder} is a file: pass a folder for the tables")
+    return args
+
+
+@exits_2_on_user_error
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.measure:
+        print(json.dumps(measure(json.loads(args.measure))))
+        return 0
+    if not Path(args.checkpoint).is_file():
+        raise UserError(f"checkpoint {args.checkpoint} does not exist: pass a .ckpt written by train.py")
+    folder = Path(args.folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = write_people(folder, args.rows, args.slice, args.seed)
+    specs = {"parquet": (paths["parquet"], folder / "scored.parquet", True),
+             "csv": (paths["csv"], folder / "scored.csv", True),
+             "every_row": (paths["slice"], folder / "scored_every_row.parquet", False)}
+    results = {}
+    for contender in CONTENDERS:
+        source, out, distinct = specs[contender]
+        spec = {"checkpoint": args.checkpoint, "source": str(source), "out": str(out), "distinct": distinct}
+        child = subprocess.run([sys.executable, "-m", "nameorigin.cli.score_scale", "--measure", json.dumps(spec)],
+                               capture_output=True, text=True)
+        if child.returncode:
+            print(child.stderr.strip().splitlines()[-1] if child.stderr.strip() else "failed", file=sys.stderr)
+            return child.returncode
+        results[contender] = json.loads(child.stdout.strip().splitlines()[-1])
+    check = same_answers(args.checkpoint, paths["parquet"], args.check, folder)
+    if args.json:
+        print(json.dumps({"results": results, "check": check}, indent=1))
+        return 0
+    reference = results["every_row"]["rows"] / results["every_row"]["seconds"]
+    print(f"{'contender':<28} {'rows':>11} {'names scored':>13} {'seconds':>8} {'rows/s':>10} {'× every row':>12} "
+          f"{'peak RSS':>9}")
+    labels = {"parquet": "Parquet in and out", "csv": "CSV in and out", "every_row": "every row (Parquet slice)"}
+    for contender, result in results.items():
+        speed = result["rows"] / result["seconds"]
+        print(f"{labels[contender]:<28} {result['rows']:>11,} {result['names']:>13,} {result['seconds']:>8.1f} "
+              f"{speed:>10,.0f} {speed / reference:>11.1f}× {result['peak_rss_gb']:>7.2f} GB")
+    same = "same" if not check["differing_columns"] else f"DIFFERENT in {', '.join(check['differing_columns'])}"
+    print(f"first {check['rows']:,} rows scored both ways: labels, sets and abstentions {same}; largest "
+          f"probability gap {check['max_probability_gap']:.1e}")
+    return 0 if not check["differing_columns"] and check["max_probability_gap"] <= 1e-6 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
