@@ -11,8 +11,10 @@ from hydra.errors import HydraException, MissingConfigException, OverrideParseEx
 from omegaconf import DictConfig
 
 from nameorigin.base.errors import UserError
+from nameorigin.config import register
 from nameorigin.training.pipeline import train
 
+register()  # the typed schemas, before Hydra composes the config
 task_started = False
 
 

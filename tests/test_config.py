@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nameorigin.base.errors import UserError
-from nameorigin.config import Cell
+from nameorigin.config import Cell, register
 from nameorigin.data.names import NamesDataModule
 from nameorigin.model.calibration import calibrate
 from nameorigin.model.cells import CELLS, triton_cells
@@ -27,6 +27,7 @@ TRAINERS = sorted(p.stem for p in (ROOT / "conf" / "trainer").glob("*.yaml"))
 
 
 def composed(*overrides: str):
+    register()  # as train.py does before composing
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         return compose("train", overrides=list(overrides), return_hydra_config=True)
 
@@ -54,7 +55,7 @@ def refusal(corpus, override: str) -> str:
     train() before it builds a Trainer (ranges and rules, in __post_init__ and check_run). The subprocess test in
     test_train.py shows that either is one line and exit code 2."""
     try:
-        cfg = composed(f"data.root={corpus}", "data.download=false", *TINY, *override.split(" "))
+        cfg = composed(f"data.root={corpus}", *TINY, *override.split(" "))
     except HydraException as error:
         return f"{error} ({error.__cause__})"
     with pytest.raises(UserError) as refused:

@@ -75,3 +75,15 @@ def test_a_non_editable_install_carries_the_corpus_and_the_console_commands(tmp_
     helped = subprocess.run([str(target / "bin" / "nameorigin-predict"), "--help"], cwd=outside, env=env,
                             capture_output=True, text=True, timeout=120)
     assert helped.returncode == 0 and "checkpoint" in helped.stdout, helped.stderr[-2000:]
+
+
+def test_serving_imports_neither_hydra_nor_lightning():
+    """A prediction needs the checkpoint and torch: the serving modules and the predict command load no training
+    framework (config.py registers its schemas with Hydra only when train.py asks)."""
+    code = ("import sys; import nameorigin.cli.predict, nameorigin.serving.table, nameorigin.serving.frame, "
+            "nameorigin.serving.export; print(sorted({m.split('.')[0] for m in sys.modules}))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr
+    top = set(eval(loaded.stdout))  # noqa: S307  (our own print of a list of module names)
+    assert "torch" in top and "nameorigin" in top
+    assert not top & {"hydra", "omegaconf", "pytorch_lightning", "lightning", "lightning_fabric"}, top

@@ -147,7 +147,8 @@ def test_tensorboard_server_serves_the_run(trained):
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, setup, override, message):
     corpus = tmp_path / "names"
     setup(corpus)
-    args = [f"data.root={corpus}", "data.download=false", *TINY] + ([override] if override else [])
+    # No data.download: a mistyped data.root is refused by default, and nothing is fetched.
+    args = [f"data.root={corpus}", *TINY] + ([override] if override else [])
     assert_refused(train_refused(tmp_path, *args), message, tmp_path)
 
 

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
-
 from nameorigin.base.errors import UserError
 
 
@@ -242,7 +240,7 @@ class NamesDataConfig(LoaderConfig):
     _target_: str = "nameorigin.data.names.NamesDataModule"
     root: str | None = None  # a folder of <Language>.txt files; null: the corpus shipped in the package
     url: str = CORPUS_URL
-    download: bool = True
+    download: bool = False  # fetch the tutorial corpus into data.root only when asked: a mistyped root is refused
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -380,7 +378,10 @@ def check_run(cfg: Any) -> None:
 
 
 def register() -> None:
-    """Put the schemas in Hydra's ConfigStore, under the names the YAML defaults lists use."""
+    """Put the schemas in Hydra's ConfigStore, under the names the YAML defaults lists use. train.py calls it
+    before composing; nothing else needs Hydra (serving and the model import this module without it)."""
+    from hydra.core.config_store import ConfigStore
+
     store = ConfigStore.instance()
     store.store(name="train_schema", node=TrainConfig)
     store.store(group="model", name="model_schema", node=ModelConfig)
@@ -390,6 +391,3 @@ def register() -> None:
     store.store(group="calibration", name="calibration_schema", node=CalibrationConfig)
     store.store(group="refit", name="refit_schema", node=RefitConfig)
     store.store(group="card", name="card_schema", node=CardConfig)
-
-
-register()

@@ -172,8 +172,8 @@ class NamesDataModule(BucketedDataModule):
         if not (self.root.is_dir() and label_files(self.root)):
             if not self.download:
                 state = "holds no <Language>.txt files" if self.root.is_dir() else "does not exist"
-                raise UserError(f"data.root={self.root} {state} and data.download=false: pass "
-                                "data.root=<folder of <Language>.txt files> or data.download=true")
+                raise UserError(f"data.root={self.root} {state}: pass a folder of <Language>.txt files, or add "
+                                "data.download=true to fetch the tutorial corpus into it")
             download_corpus(self.root, self.url)
 
     def read_pairs(self) -> tuple[list[tuple[str, str]], str]:
