@@ -2,13 +2,17 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-PIP_INSTALL := $(BIN)/python -m pip install --quiet --constraint constraints.txt
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu: PyTorch's CPU-only wheel of the pinned version, where the
+# default index would serve its CUDA build (several GB).
+TORCH_INDEX ?=
+PIP_INSTALL := $(BIN)/python -m pip install --quiet --constraint constraints.txt \
+	$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 ARGS ?=
 # Test workers (pytest-xdist; tests/conftest.py shares the cores out between them): the suite is mostly process
 # starts and small models, so two workers beat one on 2 cores (docs/reliability.md). TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 2
 
-.PHONY: help install train pretrain test lint bench dashboard clean
+.PHONY: help install train pretrain test test-fast lint bench dashboard clean
 
 $(BIN)/.installed: pyproject.toml constraints.txt Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -16,9 +20,9 @@ $(BIN)/.installed: pyproject.toml constraints.txt Makefile
 	touch $@
 
 help:  ## this list
-	@grep -E '^[a-z]+:.*## ' $(firstword $(MAKEFILE_LIST)) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-install: $(BIN)/.installed  ## create .venv and install the package with every extra (constraints.txt pins torch)
+install: $(BIN)/.installed  ## create .venv and install every extra (constraints.txt pins torch; TORCH_INDEX: its CPU wheel)
 
 train: install  ## train.py with the defaults; ARGS adds overrides: ARGS="model.cell=lstm trainer.max_epochs=5"
 	$(BIN)/python train.py $(ARGS)
@@ -26,8 +30,11 @@ train: install  ## train.py with the defaults; ARGS adds overrides: ARGS="model.
 pretrain: install  ## the surnames country model (experiment=surnames_pretrain); ARGS adds overrides
 	$(BIN)/python train.py experiment=surnames_pretrain $(ARGS)
 
-test: install  ## the suite, as CI runs it; TEST_WORKERS=0: serial; PYTEST_ARGS="-m 'not slow'" skips the long ones
+test: install  ## the whole suite, as CI runs it; TEST_WORKERS=0: serial; PYTEST_ARGS adds flags
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+test-fast: install  ## the suite without the slow tests, the loop while working (PYTEST_ARGS adds flags)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow" $(PYTEST_ARGS)
 
 lint: install  ## ruff check . and the import contract (lint-imports: layers run one way)
 	$(BIN)/ruff check .

@@ -57,6 +57,7 @@ def test_the_rule_is_fitted_on_validation_and_carried_to_the_refit(trained):
     assert 0 <= last_scalars(run / "tensorboard")["test/abstained"] <= 0.2  # measured on test, by the module
 
 
+@pytest.mark.slow
 def test_every_reason_in_json_text_and_tables(trained, tmp_path):
     run, _, _ = trained
     checkpoint = str(run / "checkpoints" / "refit.ckpt")
@@ -117,6 +118,7 @@ def test_the_prior_divided_out_is_the_served_probabilities_mean_on_validation(tr
     torch.testing.assert_close(raw.trained_prior, best.training_shares)
 
 
+@pytest.mark.slow
 def test_a_table_gets_one_estimated_prior_for_all_its_rows(trained, tmp_path):
     from nameorigin.serving.table import CHUNK_ROWS
 
@@ -166,6 +168,7 @@ def test_the_prior_check_draws_the_mix_asked_and_refuses_an_unknown_one(trained,
         assert exited.value.code == 2 and message in err and not out, err
 
 
+@pytest.mark.slow
 def test_priors_and_coverage_refusals_exit_2_with_the_fix(trained, tmp_path, capsys):
     from nameorigin.cli.predict import main  # in this process: the command's own parsing and refusals
 

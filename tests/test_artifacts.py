@@ -35,6 +35,7 @@ def test_the_old_checkpoint_has_no_format_version():
     assert "format" not in checkpoint and isinstance(checkpoint["calibration"]["abstention"], dict)
 
 
+@pytest.mark.slow
 def test_new_checkpoints_and_exports_carry_their_format_and_typed_parts(trained, tmp_path):
     from nameorigin.model.artifacts import CHECKPOINT_FORMAT, EXPORT_FORMAT, AbstentionRule, Calibration, ServingMeta
     from nameorigin.serving.export import export_model

@@ -48,6 +48,7 @@ def write_parquet(path: Path, cells: list, **extra) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_each_distinct_name_scored_once_gives_every_rows_answers(checkpoint, trained, tmp_path):
     """200,000 rows, Parquet in and out: labels, sets and abstentions equal, probabilities within 1e-6."""
     cells = zipf_people(trained[1], 200_000)

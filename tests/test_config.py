@@ -21,7 +21,6 @@ from nameorigin.model.calibration import calibrate
 from nameorigin.model.cells import CELLS, triton_cells
 from nameorigin.training import pipeline
 from nameorigin.training.module import NameClassifier
-from nameorigin.training.sizing import KEYS
 
 TRAINERS = sorted(p.stem for p in (ROOT / "conf" / "trainer").glob("*.yaml"))
 
@@ -32,6 +31,7 @@ def composed(*overrides: str):
         return compose("train", overrides=list(overrides), return_hydra_config=True)
 
 
+@pytest.mark.slow
 def test_every_trainer_config_composes_and_instantiates(tmp_path):
     assert {"default", "cpu", "gpu", "mps", "ddp", "ddp_cpu"} <= set(TRAINERS)
     for name in TRAINERS:
@@ -63,6 +63,7 @@ def refusal(corpus, override: str) -> str:
     return str(refused.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override, message", [
     ("trainer.max_epochs=0", "trains nothing"),
     ("model.optimizer.lr=-1", "Invalid learning rate: -1"),
@@ -123,17 +124,37 @@ def test_tutorial_experiment_is_the_pytorch_tutorial_setup():
     assert cfg.model.optimizer._target_ == "torch.optim.SGD"
 
 
-def test_every_documented_override_exists():
-    cfg = composed()
-    for key in ("model.cell", "model.hidden_size", "model.embedding_dim", "model.dropout", "model.optimizer.lr",
-                "model.optimizer.weight_decay", "data.batch_size", "data.normalize", "data.split_seed",
-                "trainer.max_epochs", "trainer.gradient_clip_val", "seed", "model.impl"):
-        value = OmegaConf.select(cfg, key, default="absent", throw_on_missing=True)
-        assert value != "absent", key
-        # null only where the data picks the value before the run builds anything (nameorigin.training.sizing)
-        assert value is not None or key in KEYS.values(), key
+def documented_commands() -> list[tuple[str, list[str]]]:
+    """Every `python train.py ...` line of the README and docs/, as (where, overrides); a line continued with a
+    backslash is joined. Sweeps (-m), launchers and placeholders (`...`) are left out: they need a cluster or a
+    value the reader fills in."""
+    found = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text(encoding="utf-8").replace("\\\n", " ")
+        for line in re.findall(r"python train\.py([^#`\n]*)", text):
+            tokens = re.sub(r"<[^>]*>", "1", line).split()  # a placeholder (<seed>, <run>) stands for any value
+            if "-m" in tokens or "..." in tokens or any("hydra/launcher" in t for t in tokens):
+                continue
+            found.append((f"{page.name}: python train.py{line.rstrip()}", tokens))
+    return found
 
 
+@pytest.mark.slow
+def test_every_documented_train_command_composes():
+    """Each documented command's overrides name real settings with valid values, so a reader who copies it gets
+    a run, not a refusal (placeholders like <folder> stand for a path and compose as one)."""
+    commands = documented_commands()
+    assert len(commands) > 20
+    refused = []
+    for where, tokens in commands:
+        try:
+            composed(*tokens)
+        except Exception as error:  # noqa: BLE001  (which of the commands fails, and why)
+            refused.append(f"{where}: {type(error).__name__}: {str(error).splitlines()[0]}")
+    assert refused == []
+
+
+@pytest.mark.slow
 def test_overfit_debug_drives_the_loss_near_zero(tmp_path):
     corpus = write_corpus(tmp_path / "names")
     result = train(tmp_path, f"data.root={corpus}", *TINY, "debug=overfit", "trainer.max_epochs=40", "test=false",
@@ -146,12 +167,14 @@ def test_overfit_debug_drives_the_loss_near_zero(tmp_path):
     assert len(events.Scalars("train/loss_step")) == 2 * 40  # every step of the two batches is on the curve
 
 
+@pytest.mark.slow
 def test_fast_dev_run(tmp_path):
     corpus = write_corpus(tmp_path / "names")
     result = train(tmp_path, f"data.root={corpus}", *TINY, "debug=fdr")
     assert result.returncode == 0, result.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_profiler_writes_its_report_into_the_run_folder(tmp_path):
     corpus = write_corpus(tmp_path / "names")
     result = train(tmp_path, f"data.root={corpus}", *TINY, "debug=profiler", "test=false")
@@ -184,6 +207,7 @@ def test_multirun_sweeps_every_cell_into_one_sweep_folder_each_with_its_gradient
             assert residuals and max(residuals) < 1e-5, (cell, weight, residuals)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("impl, fast_path", [("autograd", "auto"), ("bptt", "on")])
 def test_gpu_trainer_settings_train_end_to_end_on_the_cpu(tmp_path, impl, fast_path):
     """trainer=gpu's bf16-mixed precision, with only the accelerator swapped (TINY): the first run on a real GPU

@@ -30,6 +30,7 @@ def two_way(tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_the_dashboard_checks_each_cell_of_a_two_way_two_layer_model(two_way):
     events = EventAccumulator(str(two_way / "tensorboard"), size_guidance={"scalars": 0}).Reload()
     tags = set(events.Tags()["scalars"])
@@ -41,6 +42,7 @@ def test_the_dashboard_checks_each_cell_of_a_two_way_two_layer_model(two_way):
         assert f"grad_accum/{prefix}weight_hh/horizon90" in tags
 
 
+@pytest.mark.slow
 def test_the_predictor_and_the_exports_agree_with_the_two_way_checkpoint(two_way, tmp_path):
     checkpoint = two_way / "checkpoints" / "refit.ckpt"
     saved = torch.load(checkpoint, weights_only=True)

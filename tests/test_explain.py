@@ -84,6 +84,7 @@ def test_the_largest_contribution_falls_inside_the_ending_that_sets_the_label(en
     assert total >= 95 and hits / total >= 0.9, (hits, total)
 
 
+@pytest.mark.slow
 def test_explain_in_text_json_and_tables_and_refused_with_an_export(trained, tmp_path):
     run, _, _ = trained
     checkpoint = str(run / "checkpoints" / "refit.ckpt")
@@ -104,6 +105,7 @@ def test_explain_in_text_json_and_tables_and_refused_with_an_export(trained, tmp
 
 
 
+@pytest.mark.slow
 def test_evaluate_explain_reports_the_residual_and_the_deletion_check(trained, tmp_path):
     run, corpus, _ = trained
     result = run_script([str(ROOT / "scripts" / "predict.py"), str(run / "checkpoints" / "refit.ckpt"),

@@ -100,6 +100,7 @@ def test_settings_the_fast_path_cannot_keep_are_refused_with_the_fix(tmp_path, o
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "outputs").exists()
 
 
+@pytest.mark.slow
 def test_a_divergence_on_the_fast_path_stops_at_the_deferred_check_with_the_last_good_checkpoint(tmp_path):
     """The finiteness flag is read every 50 steps and at each epoch's end: a schedule that multiplies the rate by
     1e30 after the first epoch still stops the run, with the message and checkpoint of the dynamic step."""

@@ -11,6 +11,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 LINT_IMPORTS = str(Path(sys.executable).with_name("lint-imports"))
@@ -53,6 +54,7 @@ def test_the_shipped_corpus_is_found_through_the_package_and_matches_its_checksu
     assert [p.name for p in label_files(shipped_corpus())] == sorted(sums)  # README, LICENSE, SHA256SUMS: no labels
 
 
+@pytest.mark.slow
 def test_a_non_editable_install_carries_the_corpus_and_the_console_commands(tmp_path):
     """pip install . (not editable), then from outside the checkout: the corpus through importlib.resources,
     and nameorigin-predict --help."""

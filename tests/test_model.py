@@ -81,6 +81,7 @@ GRADCHECK_SHAPES = [(impl, *shape) for impl in IMPLS for shape in [(0, 1, 1), (4
 GRADCHECK_SHAPES.append(("bptt", 4, 2, 2))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell", EVERY_CELL)
 @pytest.mark.parametrize("impl, embedding_dim, directions, layers", GRADCHECK_SHAPES)
 def test_gradcheck_float64(cell, embedding_dim, impl, directions, layers):

@@ -49,6 +49,7 @@ class RunsACommand:
         return os.system, (f"touch {self.marker}",)
 
 
+@pytest.mark.slow
 def test_converts_the_wheel_and_trains_on_it(tmp_path, capsys):
     wheel = write_wheel(tmp_path / WHEEL, pickle.dumps(small_name2nats(), protocol=3))
     out = tmp_path / "nana" / "nana.csv"
@@ -106,6 +107,7 @@ def test_a_missing_foreign_or_misshapen_wheel_is_refused_in_one_line(tmp_path, c
     assert not (tmp_path / "out.csv").exists()
 
 
+@pytest.mark.slow
 def test_fetch_without_an_index_and_usage_errors_are_one_line(tmp_path):
     """As a user sees it, a subprocess: pip with no index to reach fails at once, and says so in one line (the
     usage errors run in this process)."""

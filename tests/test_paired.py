@@ -39,6 +39,7 @@ def test_bootstrap_interval_matches_resampling_the_names():
         bootstrap_margin(first, second[:-1])
 
 
+@pytest.mark.slow
 def test_predict_compares_the_checkpoint_with_the_baseline_name_by_name(trained):
     run, corpus, _ = trained
     checkpoint = run / "checkpoints" / "refit.ckpt"

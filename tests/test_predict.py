@@ -55,6 +55,7 @@ def test_unknown_characters_map_to_unk_and_empty_names_are_explained(checkpoint)
     assert fine.error is None and len(fine.predictions) == 3
 
 
+@pytest.mark.slow
 def test_script_text_json_csv_stdin_and_file(checkpoint, tmp_path):
     text = run_script([PREDICT, str(checkpoint), "Kanemoto", "O'Rinelli", "--top-k", "2"], cwd=tmp_path)
     assert text.returncode == 0, text.stderr
@@ -73,6 +74,7 @@ def test_script_text_json_csv_stdin_and_file(checkpoint, tmp_path):
     assert [r["rank"] for r in table[:3]] == ["1", "2", "3"]
 
 
+@pytest.mark.slow
 def test_script_refuses_a_terminal_without_names_and_stdin_that_is_not_utf8(checkpoint, tmp_path):
     terminal, other_end = pty.openpty()  # a real terminal on standard input: reading it would wait forever
     try:
@@ -85,6 +87,7 @@ def test_script_refuses_a_terminal_without_names_and_stdin_that_is_not_utf8(chec
         "error: standard input is not UTF-8 (byte 1): re-save the names as UTF-8, or pass --file"
 
 
+@pytest.mark.slow
 def test_latest_finds_the_newest_runs_model(trained):
     run = trained[0]
     result = run_script([PREDICT, "latest", "Kanemoto", "--outputs", str(run.parent.parent)], cwd=run)
@@ -153,7 +156,10 @@ def test_fuzz_predictor_and_script_answer_or_explain_every_name(checkpoint, tmp_
     results = predictor.predict(names, top_k=2)
     assert len(results) == len(names)
     assert all((r.error is None) == bool(r.predictions) for r in results)
-    assert all(abs(sum(p for _, p in r.predictions)) <= 1 + 1e-6 for r in results)
+    for answer in predictor.predict(names, top_k=len(predictor.labels)):  # every label: a distribution, ranked
+        if answer.error is None:
+            probabilities = [p for _, p in answer.predictions]
+            assert sum(probabilities) == pytest.approx(1, abs=1e-5) and probabilities == sorted(probabilities)[::-1]
     lines = [n for n in names if "\n" not in n and "\r" not in n and n.strip()]
     (tmp_path / "hostile.txt").write_text("\n".join(lines), encoding="utf-8", errors="surrogatepass")
     result = run_script([PREDICT, str(checkpoint), "--file", str(tmp_path / "hostile.txt"), "--format", "json"],
@@ -165,6 +171,7 @@ def test_fuzz_predictor_and_script_answer_or_explain_every_name(checkpoint, tmp_
                for r in answered)
 
 
+@pytest.mark.slow
 def test_evaluate_reproduces_the_training_test_score(trained, checkpoint, tmp_path):
     run, corpus, _ = trained
     result = evaluate(Predictor.from_checkpoint(checkpoint), corpus)
@@ -179,6 +186,7 @@ def test_evaluate_reproduces_the_training_test_score(trained, checkpoint, tmp_pa
         evaluate(Predictor.from_checkpoint(checkpoint), changed)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["pt2", "onnx"])
 def test_export_agrees_with_the_checkpoint_to_1e_5(trained, checkpoint, exported, fmt, tmp_path):
     names = hostile_names(300, seed=3) + ["Kanemoto", "Pavlovsky", "Donagh", "Rinelli", "O'Kanemotoagh"]

@@ -70,6 +70,7 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert test_acc == [line for line in reference.stdout.splitlines() if "test/acc" in line]
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_different_corpus(tmp_path):
     corpus = write_corpus(tmp_path / "names")
     first = train(tmp_path, f"data.root={corpus}", *TINY, "trainer.max_epochs=1", "test=false")
@@ -80,6 +81,7 @@ def test_resume_refuses_a_different_corpus(tmp_path):
     assert len(run_dirs(tmp_path)) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override, message", [
     ("model.hidden_size=64", "cannot resume this model: model.hidden_size=64 (checkpoint: 32)"),
     ("ckpt_path=garbage.ckpt", "not a readable torch checkpoint"),
@@ -106,6 +108,7 @@ def test_finetuning_refuses_a_start_trained_on_this_corpus_with_another_split(tr
     assert len(result.stderr.strip().splitlines()) == 1 and not run_dirs(tmp_path)
 
 
+@pytest.mark.slow
 def test_divergence_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(tmp_path):
     corpus = write_corpus(tmp_path / "names")
     # A sane first epoch, then the schedule multiplies the learning rate by 1e30.
@@ -122,6 +125,7 @@ def test_divergence_stops_with_a_clear_message_and_keeps_the_last_good_checkpoin
     assert all(torch.isfinite(v).all() for v in last["state_dict"].values() if v.is_floating_point())
 
 
+@pytest.mark.slow
 def test_runs_started_together_get_their_own_folders(tmp_path):
     corpus = write_corpus(tmp_path / "names")
     args = [sys.executable, str(ROOT / "train.py"), f"data.root={corpus}", *TINY, "debug=fdr"]

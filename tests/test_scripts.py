@@ -26,6 +26,7 @@ def test_reuse_demo_answers_the_question(tmp_path):
     assert len(numbers(result.stdout, "use ")) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--x", "nan"], "--x nan must be a finite number"),
     (["--w", "inf"], "--w inf must be a finite number"),
@@ -38,6 +39,7 @@ def test_reuse_demo_refuses_bad_flags(args, message, tmp_path):
     assert result.returncode == 2 and message in result.stderr and not result.stdout
 
 
+@pytest.mark.slow
 def test_reuse_demo_with_more_uses_and_a_checkpoint(trained, tmp_path):
     checkpoint = trained[0] / "checkpoints" / "best.ckpt"
     result = run_script([str(SCRIPTS / "reuse_demo.py"), "--uses", "3", "--checkpoint", str(checkpoint),
@@ -64,17 +66,22 @@ def test_compare_runs_lists_runs_best_first(trained, tmp_path):
     assert empty.returncode == 2 and "no run folders" in empty.stderr and not empty.stdout
 
 
+@pytest.mark.slow
 def test_benchmark_runs_and_reports_ratios(tmp_path):
     result = run_script([str(SCRIPTS / "benchmark.py"), "--cells", "gru", "--batches", "3", "--repeats", "1",
                          "--hidden-size", "16", "--batch-size", "8", "--skip", "predict,accuracy", "--json"],
                         cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout)
-    assert report["train"]["gru"]["fused torch"]["vs_fused"] == 1.0
-    assert report["train"]["gru"]["loop (bptt)"]["names_per_s"] > 0
+    gru = report["train"]["gru"]
+    fused = gru["fused torch"]["names_per_s"]
+    assert fused > 0 and len(gru) >= 3  # fused torch and the cell's loops
+    for contender in gru.values():  # each ratio is its own speed over fused torch's, measured in the same run
+        assert contender["vs_fused"] == pytest.approx(contender["names_per_s"] / fused, rel=1e-3)
     assert report["tutorial"]["names_per_s"] > 0 and set(report["logging"]) == {"autograd", "bptt"}
 
 
+@pytest.mark.slow
 def test_benchmark_accuracy_part_with_a_relative_data_folder(tiny_corpus, tmp_path):
     result = run_script([str(SCRIPTS / "benchmark.py"), "--data", "names", "--skip", "train,tutorial,logging,predict",
                          "--json"], cwd=tmp_path)
@@ -115,6 +122,7 @@ def test_export_refuses_a_folder_as_the_path_stem(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exports"]
 
 
+@pytest.mark.slow
 def test_the_gender_guesser_comparison_refuses_a_checkpoint_that_is_not_about_gender(trained, tmp_path):
     run, corpus, _ = trained
     result = run_script([str(SCRIPTS / "compare_gender_guesser.py"), str(run / "checkpoints" / "refit.ckpt"),

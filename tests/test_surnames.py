@@ -154,6 +154,7 @@ def pretrained(tiny_surnames, tmp_path_factory) -> Path:
     return run / "checkpoints" / "best.ckpt"
 
 
+@pytest.mark.slow
 def test_pretrained_checkpoint_predicts_countries_with_codes_and_names(pretrained, tmp_path):
     checkpoint = torch.load(pretrained, weights_only=True)
     hparams = checkpoint["hyper_parameters"]
@@ -208,6 +209,7 @@ def test_known_names_fingerprint_matches_a_plain_python_reference():
     assert table.fingerprint(tokens, lengths).tolist() == [reference("ab"), reference("bc")]
 
 
+@pytest.mark.slow
 def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_surnames, tmp_path):
     cache, corpus = tiny_surnames
     result = train(tmp_path, "experiment=finetune", f"model.init_from={pretrained}", f"data.root={corpus}",

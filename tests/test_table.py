@@ -71,6 +71,7 @@ def test_tsv_in_tsv_out_and_missing_markers_explained(checkpoint, tmp_path):
     assert rows[4][2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--column", "name"], "--column name is not a column of"),
     (["--column", "surname", "--coverage", "0.85"], "--coverage 0.85 is not a level stored"),

@@ -112,6 +112,7 @@ def bad_tables(folder: Path) -> dict[str, tuple[Path, list[str], str]]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["missing", "column", "blank", "bytes", "one label", "small", "shares"])
 def test_a_bad_table_is_one_line_exit_2_before_training(tmp_path, case):
     path, overrides, message = bad_tables(tmp_path)[case]

@@ -186,6 +186,7 @@ def test_a_share_table_with_weights_trains_calibrates_on_the_shares_and_evaluate
     assert f"accuracy  {scalars['test/acc']:.4f}" in evaluated.stdout, evaluated.stdout
 
 
+@pytest.mark.slow
 def test_the_scale_report_reads_splits_and_encodes_a_table(tmp_path):
     result = run_script([str(ROOT / "scripts" / "table_scale.py"), "--rows", "3000", "--mode", "shares", "--out",
                          str(tmp_path / "big.csv")], cwd=tmp_path)

@@ -27,6 +27,7 @@ def events(run: Path) -> EventAccumulator:
     return accumulator.Reload()
 
 
+@pytest.mark.slow
 def test_run_prints_where_things_are(trained):
     run, _, result = trained
     assert "test/acc" in result.stdout and f"tensorboard --logdir {run}" in result.stdout
@@ -124,6 +125,7 @@ def test_tensorboard_server_serves_the_run(trained):
         server.wait(timeout=30)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setup, override, message", [
     (lambda d: None, None, "does not exist"),
     (lambda d: d.mkdir(), None, "holds no <Language>.txt"),
@@ -152,6 +154,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, setup, ove
     assert_refused(train_refused(tmp_path, *args), message, tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override, message", [  # one of each kind: a task's refusal, Hydra's, the run folder's
     ("model.hidden_size=-4", "model.hidden_size=-4 must be a whole number >= 1"),
     ("trainer=tpu", "Could not find 'trainer/tpu': choose one of cpu, ddp, ddp_cpu,"),
@@ -194,6 +197,7 @@ def test_results_block_calibration_and_model_card(trained):
     assert printed.returncode == 0 and printed.stdout == card
 
 
+@pytest.mark.slow
 def test_a_validation_split_without_errors_is_flagged_in_the_log_and_the_card(tmp_path):
     # Two languages with no letter in common: every validation name is right, so the likelihood keeps rising as
     # the temperature falls, and only the bound stops it.
@@ -217,6 +221,7 @@ def test_a_validation_split_without_errors_is_flagged_in_the_log_and_the_card(tm
     assert "  model  " not in result.stdout
 
 
+@pytest.mark.slow
 def test_a_run_without_calibration_says_so_in_its_card_and_refuses_coverage(tmp_path):
     corpus = write_corpus(tmp_path / "names")
     result = train(tmp_path, f"data.root={corpus}", *TINY, "trainer.max_epochs=1", "calibration.enabled=false")

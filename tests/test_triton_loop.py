@@ -27,6 +27,7 @@ def pair(hidden: int, cell: str = "gru", vocab: int = 11, classes: int = 4,
     return reference.train(), fused.train()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hidden, directions", [(16, 1), (128, 1), (16, 2)])  # 128: two tiles of 64 each way
 @pytest.mark.parametrize("cell", triton_cells())
 def test_the_fused_loop_matches_the_reference_cell_on_states_and_gradients(cell, hidden, directions):

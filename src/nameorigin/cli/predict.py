@@ -9,7 +9,7 @@
   python scripts/predict.py best.ckpt --file people.parquet --column surname --out scored.parquet
   python scripts/predict.py best.ckpt --evaluate             # on the shipped corpus the model trained on
   python scripts/predict.py best.ckpt --evaluate --baseline    # + the n-gram baseline, name by name
-  python scripts/predict.py best.ckpt --card                      # the model card stored in the checkpoint
+  python scripts/predict.py refit.ckpt --card                     # the model card stored in the run's model
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "compare the two on the same test names (needs the [bench] extra: scikit-learn); lr "
                         "(the default): TF-IDF + logistic regression, C chosen on validation; sgd: the n-grams hashed "
                         "and fitted by SGD, alpha chosen on validation, for tables of hundreds of thousands of names")
-    parser.add_argument("--card", action="store_true", help="print the model card stored in the checkpoint")
+    parser.add_argument("--card", action="store_true", help="print the model card stored in the run's model "
+                        "(refit.ckpt, or best.ckpt in a run without a refit)")
     args = parser.parse_intermixed_args(argv)
     if args.column and not args.file:
         parser.error("--column needs --file: the table to read")

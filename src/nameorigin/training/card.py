@@ -10,6 +10,7 @@ from typing import Any
 
 from nameorigin.base.atomic import write_atomically
 from nameorigin.data.batching import is_refit
+from nameorigin.data.names import shipped_corpus
 from nameorigin.model.artifacts import Calibration
 from nameorigin.training.checkpointing import update_checkpoint
 from nameorigin.training.sizing import describe
@@ -37,6 +38,13 @@ TABLE_LIMITS = """\
   accuracy and calibration will differ. Prediction sets keep their stated coverage only for names drawn like the
   validation names."""
 
+
+
+def folder_source(root: str | None) -> str:
+    """What a folder corpus is: the shipped tutorial names, or the user's own folder of <Language>.txt files."""
+    if root is not None and Path(root).resolve() == shipped_corpus().resolve():
+        return "the PyTorch tutorial names shipped with the package, https://download.pytorch.org/tutorial/data.zip"
+    return "a folder of <Language>.txt files, one name per line"
 
 def reproduce_command() -> str:
     """`python train.py` with the overrides of this run, when Hydra started it."""
@@ -122,8 +130,7 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         (f"- Corpus: the table `{manifest['path']}` (names from column `{manifest['columns']['name_column']}`, "
          f"{label_source(manifest['columns'])}; rows read and skipped: {manifest.get('rows')}), "
          if "path" in manifest else
-         f"- Corpus: `{manifest.get('root', '?')}` (the PyTorch tutorial names, "
-         "https://download.pytorch.org/tutorial/data.zip), ")
+         f"- Corpus: `{manifest.get('root', '?')}` ({folder_source(manifest.get('root'))}), ")
         + f"sha256 `{data.get('corpus_sha256', manifest.get('corpus_sha256', '?'))}`.",
         f"- Normalization: `{data.get('normalize', model['normalize'])}`. "
         + ("A name's rows pooled into one; " if shares else f"Duplicate (name, {word}) pairs dropped; ")

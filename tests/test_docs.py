@@ -1,0 +1,105 @@
+"""The README and docs/ stay true to the project: every relative link and #anchor resolves, no absolute path of
+a developer's machine appears in the docs, the configs or the code, and every console command is in the README
+with a line on what it does. Each check also runs on a deliberately broken copy, where it must find the fault."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from conftest import ROOT
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^(```|~~~)")
+# A home, scratch or mount folder of someone's machine; /usr, /proc and /dev paths are the system's own.
+MACHINE_PATH = re.compile(r"(?<![\w.:/~-])/(?:home|root|work|tmp|Users|mnt|scratch|private|var/folders)/\S")
+
+
+def pages(root: Path) -> list[Path]:
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def prose(text: str) -> str:
+    """The page without its fenced code blocks (their brackets are code, not links)."""
+    kept, fenced = [], False
+    for line in text.splitlines():
+        if FENCE.match(line.strip()):
+            fenced = not fenced
+        elif not fenced:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens, repeats numbered."""
+    found: set[str] = set()
+    for heading in re.findall(r"^#{1,6} +(.+?) *$", prose(page.read_text(encoding="utf-8")), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", "")).replace(" ", "-")
+        anchor, n = slug, 1
+        while anchor in found:
+            anchor, n = f"{slug}-{n}", n + 1
+        found.add(anchor)
+    return found
+
+
+def broken_links(root: Path) -> list[str]:
+    problems = []
+    for page in pages(root):
+        for target in LINK.findall(prose(page.read_text(encoding="utf-8"))):
+            if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            where = f"{page.relative_to(root)}: {target}"
+            if not linked.exists():
+                problems.append(f"{where} (no such file)")
+            elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+                problems.append(f"{where} (no such heading)")
+    return problems
+
+
+def machine_paths(root: Path) -> list[str]:
+    files = [*pages(root), *sorted((root / "conf").rglob("*.yaml")), *sorted((root / "src").rglob("*.py")),
+             root / "train.py", *sorted((root / "scripts").glob("*.py"))]
+    return [f"{path.relative_to(root)}:{number}: {line.strip()}" for path in files
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+            if MACHINE_PATH.search(line)]
+
+
+def unexplained_commands(root: Path) -> list[str]:
+    """Console commands of pyproject.toml that the README does not name with a line on what they do."""
+    table = (root / "pyproject.toml").read_text().split("[project.scripts]")[1].split("\n[")[0]
+    commands = re.findall(r"^([\w-]+) *=", table, re.M)
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    return [name for name in commands
+            if not re.search(rf"^\| `{re.escape(name)}[^`]*` \| \w.{{10,}}\|", readme, re.M)]
+
+
+def test_every_relative_link_and_anchor_resolves():
+    assert broken_links(ROOT) == []
+
+
+def test_no_absolute_path_of_a_developers_machine():
+    assert machine_paths(ROOT) == []
+
+
+def test_every_console_command_is_in_the_readme_with_what_it_does():
+    assert unexplained_commands(ROOT) == []
+
+
+def test_each_check_finds_the_fault_in_a_broken_copy(tmp_path):
+    copy = tmp_path / "repo"
+    for part in ("README.md", "pyproject.toml", "train.py"):
+        shutil.copy(ROOT / part, copy / part if copy.exists() else (copy.mkdir(), copy / part)[1])
+    for folder in ("docs", "conf", "scripts", "src"):
+        shutil.copytree(ROOT / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    readme = (copy / "README.md").read_text(encoding="utf-8")
+    broken = readme + "\n[gone](docs/no-such-page.md) and [moved](docs/serving.md#no-such-section)\n"
+    broken = re.sub(r"^\| `nameorigin-export[^\n]*\n", "", broken, count=1, flags=re.M)
+    (copy / "README.md").write_text(broken, encoding="utf-8")
+    (copy / "docs" / "speed.md").write_text("Run `/home/someone/bench.py` first.\n", encoding="utf-8")
+    assert broken_links(copy) == ["README.md: docs/no-such-page.md (no such file)",
+                                  "README.md: docs/serving.md#no-such-section (no such heading)"]
+    assert machine_paths(copy) == ["docs/speed.md:1: Run `/home/someone/bench.py` first."]
+    assert unexplained_commands(copy) == ["nameorigin-export"]
