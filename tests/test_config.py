@@ -281,3 +281,24 @@ def test_optuna_search_runs_two_trials_and_reports_the_best(tmp_path):
     best = OmegaConf.load(sweep / "optimization_results.yaml")
     # model.hidden_size is searched too, but TINY fixes it on the command line, which takes it out of the search.
     assert 0 <= best.best_value <= 1 and set(best.best_params) == {"model.optimizer.lr", "model.dropout", "model.cell"}
+
+
+def test_each_yaml_sets_only_what_differs_from_its_schema():
+    """Defaults are stated once, in nameorigin.config: a group's YAML file names its schema and writes only the
+    settings that differ from it (so a default cannot say one thing in Python and another in YAML)."""
+    import yaml
+
+    from nameorigin.config import SCHEMAS
+
+    by_name = {name: schema for (_, name), schema in SCHEMAS.items()}
+    checked, repeated = 0, []
+    for path in sorted((ROOT / "conf").rglob("*.yaml")):
+        settings = yaml.safe_load(path.read_text()) or {}
+        named = [entry for entry in settings.get("defaults") or [] if isinstance(entry, str) and entry in by_name]
+        if not named:
+            continue
+        checked += 1
+        defaults = OmegaConf.to_container(OmegaConf.structured(by_name[named[0]]), resolve=False, enum_to_str=True)
+        repeated += [f"{path.relative_to(ROOT)}: {key}: {value!r}" for key, value in settings.items()
+                     if key != "defaults" and key in defaults and defaults[key] == value]
+    assert checked == len(SCHEMAS) and repeated == []

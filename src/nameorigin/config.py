@@ -1,10 +1,10 @@
 """The typed schema of every config group, stated once.
 
-Each dataclass is registered in Hydra's ConfigStore, and the group's YAML files are defaults over it
-(`defaults: [<schema>, _self_]`). So OmegaConf refuses an unknown key, a wrong type or a choice outside an Enum
-when the config is composed, and `__post_init__` checks ranges and rules across fields when the typed config is
-turned into objects (`OmegaConf.to_object`, or a constructor building its own config), before anything is built
-or read.
+Each dataclass holds its group's defaults and is registered in Hydra's ConfigStore; the group's YAML files name it
+(`defaults: [<schema>, _self_]`) and write only what differs (tests/test_config.py keeps it so). So OmegaConf
+refuses an unknown key, a wrong type or a choice outside an Enum when the config is composed, and `__post_init__`
+checks ranges and rules across fields when the typed config is turned into objects (`OmegaConf.to_object`, or a
+constructor building its own config), before anything is built or read.
 
 Fields that shape the model's weights carry `metadata={"shapes": ...}`: "encoder" for what fine-tuning carries
 over (the embedding and the cell), "head" for the rest. The resume check and the fine-tuning check read those
@@ -160,7 +160,7 @@ class ModelConfig(NetConfig):
     transfer_features: bool = True  # keep the pretrained country head as features
     known_names_cache: str | None = None  # a surnames cache: the exact name's country shares as evidence
     evidence_hidden: int = field(default=0, metadata=HEAD)  # > 0: a hidden layer between those shares and logits
-    pretrained_lr_scale: float = 1.0
+    pretrained_lr_scale: float = 1.0  # learning-rate factor for the pretrained embedding, cell and country head
     fast_path: FastPath = FastPath.auto  # the CUDA-graphed step (nameorigin.training.graphed)
     optimizer: Any = None  # a _partial_ optimizer: torch.optim.AdamW when null
     scheduler: Any = None  # a _partial_ schedule, or null
@@ -383,11 +383,18 @@ def register() -> None:
     from hydra.core.config_store import ConfigStore
 
     store = ConfigStore.instance()
-    store.store(name="train_schema", node=TrainConfig)
-    store.store(group="model", name="model_schema", node=ModelConfig)
-    store.store(group="data", name="names_schema", node=NamesDataConfig)
-    store.store(group="data", name="surnames_schema", node=SurnamesDataConfig)
-    store.store(group="data", name="table_schema", node=TableDataConfig)
-    store.store(group="calibration", name="calibration_schema", node=CalibrationConfig)
-    store.store(group="refit", name="refit_schema", node=RefitConfig)
-    store.store(group="card", name="card_schema", node=CardConfig)
+    for (group, name), node in SCHEMAS.items():
+        store.store(group=group, name=name, node=node)
+
+
+# (group, name) -> schema: what a YAML file's defaults list names. The file sets only what differs from it.
+SCHEMAS: dict[tuple[str | None, str], type] = {
+    (None, "train_schema"): TrainConfig,
+    ("model", "model_schema"): ModelConfig,
+    ("data", "names_schema"): NamesDataConfig,
+    ("data", "surnames_schema"): SurnamesDataConfig,
+    ("data", "table_schema"): TableDataConfig,
+    ("calibration", "calibration_schema"): CalibrationConfig,
+    ("refit", "refit_schema"): RefitConfig,
+    ("card", "card_schema"): CardConfig,
+}
