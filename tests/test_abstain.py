@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, last_scalars, run_script
+from conftest import ROOT, last_scalars, run_in_process
 
 from nameorigin.data.names import NamesDataModule
 from nameorigin.model.charrnn import batch_tokens
@@ -62,7 +62,7 @@ def test_every_reason_in_json_text_and_tables(trained, tmp_path):
     run, _, _ = trained
     checkpoint = str(run / "checkpoints" / "refit.ckpt")
     names = ["Kanemoto", "Zzvkzvkzzvkv", "12Ab3", "   ", "Pavlovsky"]
-    answers = json.loads(run_script([PREDICT, checkpoint, *names, "--format", "json", "--coverage", "0.95",
+    answers = json.loads(run_in_process([PREDICT, checkpoint, *names, "--format", "json", "--coverage", "0.95",
                                      "--max-set-size", "1"], cwd=tmp_path).stdout)
     codes = {a["name"]: a.get("reason_code") for a in answers}
     assert codes["12Ab3"] == "unknown_characters" and codes["   "] == "unusable_input"
@@ -72,14 +72,14 @@ def test_every_reason_in_json_text_and_tables(trained, tmp_path):
         assert answer["abstained"] == ("reason" in answer)
         if answer.get("reason_code") not in (None, "unusable_input"):
             assert answer["predictions"], answer  # the scores are still given
-    calm = json.loads(run_script([PREDICT, checkpoint, "Zzvkzvkzzvkv", "12Ab3", "--format", "json", "--no-abstain"],
+    calm = json.loads(run_in_process([PREDICT, checkpoint, "Zzvkzvkzzvkv", "12Ab3", "--format", "json", "--no-abstain"],
                                  cwd=tmp_path).stdout)
     assert [a["abstained"] for a in calm] == [False, False]
-    text = run_script([PREDICT, checkpoint, "12Ab3"], cwd=tmp_path).stdout
+    text = run_in_process([PREDICT, checkpoint, "12Ab3"], cwd=tmp_path).stdout
     assert "abstained (unknown_characters):" in text
     table = tmp_path / "people.csv"
     table.write_text("surname\nKanemoto\n12Ab3\n\n", encoding="utf-8")
-    rows = run_script([PREDICT, checkpoint, "--file", str(table), "--column", "surname"], cwd=tmp_path).stdout
+    rows = run_in_process([PREDICT, checkpoint, "--file", str(table), "--column", "surname"], cwd=tmp_path).stdout
     lines = rows.splitlines()
     assert lines[0].endswith("pred_abstained,pred_reason_code,pred_reason") and lines[2].split(",")[-3] == "true", \
         rows
@@ -136,7 +136,7 @@ def test_a_table_gets_one_estimated_prior_for_all_its_rows(trained, tmp_path):
     names += [by_label[second][i % len(by_label[second])] for i in range(CHUNK_ROWS // 2)] + ["", "NaN"]
     table = tmp_path / "people.csv"
     table.write_text("surname\n" + "\n".join(f'"{name}"' for name in names) + "\n", encoding="utf-8")
-    result = run_script([PREDICT, checkpoint, "--file", str(table), "--column", "surname", "--prior", "estimate",
+    result = run_in_process([PREDICT, checkpoint, "--file", str(table), "--column", "surname", "--prior", "estimate",
                          "--no-abstain"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     whole = predictor.predict(names[:-1], top_k=1, abstain=False, prior="estimate")  # "NaN" would be a name here
@@ -181,7 +181,7 @@ def test_priors_and_coverage_refusals_exit_2_with_the_fix(trained, tmp_path, cap
     assert [a.as_dict() for a in uniform] == [a.as_dict() for a in filed]
     listed = tmp_path / "names.txt"
     listed.write_text("Kanemoto\nPavlovsky\n" * 50, encoding="utf-8")  # the fewest names EM is given: 100
-    estimated = run_script([PREDICT, checkpoint, "--file", str(listed), "--prior", "estimate"], cwd=tmp_path)
+    estimated = run_in_process([PREDICT, checkpoint, "--file", str(listed), "--prior", "estimate"], cwd=tmp_path)
     assert estimated.returncode == 0 and estimated.stderr.startswith("estimated prior: ")  # stdout keeps the answers
     assert estimated.stdout.count("Kanemoto") == 50
     bad = tmp_path / "bad.json"

@@ -8,7 +8,7 @@ import json
 
 import pytest
 import torch
-from conftest import ENDINGS, ROOT, TINY, run_dirs, run_script, train, write_corpus
+from conftest import ENDINGS, ROOT, TINY, run_dirs, run_in_process, train, write_corpus
 
 from nameorigin.model.charrnn import batch_tokens
 from nameorigin.model.explain import explain_batch
@@ -88,17 +88,17 @@ def test_the_largest_contribution_falls_inside_the_ending_that_sets_the_label(en
 def test_explain_in_text_json_and_tables_and_refused_with_an_export(trained, tmp_path):
     run, _, _ = trained
     checkpoint = str(run / "checkpoints" / "refit.ckpt")
-    text = run_script([str(ROOT / "scripts" / "predict.py"), checkpoint, "Bakamoto", "--explain"], cwd=tmp_path)
+    text = run_in_process([str(ROOT / "scripts" / "predict.py"), checkpoint, "Bakamoto", "--explain"], cwd=tmp_path)
     assert text.returncode == 0, text.stderr[-2000:]
     assert "why Japanese:" in text.stdout and "residual" in text.stdout and "[" in text.stdout, text.stdout
-    answer = json.loads(run_script([str(ROOT / "scripts" / "predict.py"), checkpoint, "Bakamoto", "--explain",
+    answer = json.loads(run_in_process([str(ROOT / "scripts" / "predict.py"), checkpoint, "Bakamoto", "--explain",
                                     "--format", "json"], cwd=tmp_path).stdout)[0]
     assert {"explanation", "explanation_residual", "explanation_score", "explanation_baseline"} <= set(answer)
     assert {"part", "kind", "span", "contribution"} <= set(answer["explanation"][0])
     assert [p["part"] for p in answer["explanation"][:8]] == list("Bakamoto")
     table = tmp_path / "people.csv"
     table.write_text("id,surname\n1,Bakamoto\n2,\n", encoding="utf-8")
-    rows = run_script([str(ROOT / "scripts" / "predict.py"), checkpoint, "--file", str(table), "--column",
+    rows = run_in_process([str(ROOT / "scripts" / "predict.py"), checkpoint, "--file", str(table), "--column",
                        "surname", "--explain"], cwd=tmp_path).stdout.splitlines()
     assert rows[0].split(",")[-4:] == ["pred_explanation", "pred_abstained", "pred_reason_code", "pred_reason"]
     assert rows[1].count("(") >= 1 and rows[2].endswith(",no usable character after normalization"), rows
@@ -108,7 +108,7 @@ def test_explain_in_text_json_and_tables_and_refused_with_an_export(trained, tmp
 @pytest.mark.slow
 def test_evaluate_explain_reports_the_residual_and_the_deletion_check(trained, tmp_path):
     run, corpus, _ = trained
-    result = run_script([str(ROOT / "scripts" / "predict.py"), str(run / "checkpoints" / "refit.ckpt"),
+    result = run_in_process([str(ROOT / "scripts" / "predict.py"), str(run / "checkpoints" / "refit.ckpt"),
                          "--evaluate", str(corpus), "--explain"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     report = result.stdout.split("explanations of the ")[1]

@@ -7,7 +7,7 @@ import re
 
 import pytest
 import torch
-from conftest import ROOT, run_in_process, run_script
+from conftest import ROOT, run_in_process
 
 from nameorigin.analysis.baseline import fit_ngram_baseline
 from nameorigin.analysis.evaluate import checkpoint_splits, evaluate
@@ -55,20 +55,20 @@ def test_predict_compares_the_checkpoint_with_the_baseline_name_by_name(trained)
     assert result["interval"][0] <= result["margin"] <= result["interval"][1]
     assert result["p"] == mcnemar_p(result["only_model"], result["only_baseline"])
 
-    shown = run_script([PREDICT, str(checkpoint), "--evaluate", str(corpus), "--baseline"], cwd=run)
+    shown = run_in_process([PREDICT, str(checkpoint), "--evaluate", str(corpus), "--baseline"], cwd=run)
     assert shown.returncode == 0, shown.stderr[-2000:]
     margin = re.search(r"margin\s+([+-]\d+\.\d+) points", shown.stdout)
     assert margin and float(margin.group(1)) == pytest.approx(100 * result["margin"], abs=0.006)
     assert f"n-gram LR   accuracy {baseline['test_acc']:.4f}" in shown.stdout
     assert "refitted on train + validation, as the model was" in shown.stdout
-    best = run_script([PREDICT, str(run / "checkpoints" / "best.ckpt"), "--evaluate", str(corpus), "--baseline"],
+    best = run_in_process([PREDICT, str(run / "checkpoints" / "best.ckpt"), "--evaluate", str(corpus), "--baseline"],
                       cwd=run)
     assert best.returncode == 0 and "chosen on validation)" in best.stdout and "refitted" not in best.stdout
 
 
 def test_baseline_without_evaluate_is_a_usage_error(trained):
     run, _, _ = trained
-    result = run_script([PREDICT, str(run / "checkpoints" / "best.ckpt"), "--baseline"], cwd=run)
+    result = run_in_process([PREDICT, str(run / "checkpoints" / "best.ckpt"), "--baseline"], cwd=run)
     assert result.returncode == 2 and "--baseline compares on the test split" in result.stderr
     assert "Traceback" not in result.stderr
 

@@ -57,7 +57,7 @@ def test_unknown_characters_map_to_unk_and_empty_names_are_explained(checkpoint)
 
 @pytest.mark.slow
 def test_script_text_json_csv_stdin_and_file(checkpoint, tmp_path):
-    text = run_script([PREDICT, str(checkpoint), "Kanemoto", "O'Rinelli", "--top-k", "2"], cwd=tmp_path)
+    text = run_in_process([PREDICT, str(checkpoint), "Kanemoto", "O'Rinelli", "--top-k", "2"], cwd=tmp_path)
     assert text.returncode == 0, text.stderr
     assert text.stdout.splitlines()[0] == "Kanemoto" and text.stdout.count("%") == 4
     names = tmp_path / "names.txt"
@@ -66,7 +66,7 @@ def test_script_text_json_csv_stdin_and_file(checkpoint, tmp_path):
     rows = json.loads(as_json.stdout)
     assert [r["name"] for r in rows] == ["Kanemoto", "Pavlovsky"]
     assert {"language", "probability"} == set(rows[0]["predictions"][0])
-    as_csv = run_script([PREDICT, str(checkpoint), "--file", str(names), "--format", "csv", "--top-k", "3"],
+    as_csv = run_in_process([PREDICT, str(checkpoint), "--file", str(names), "--format", "csv", "--top-k", "3"],
                         cwd=tmp_path)
     table = list(csv.DictReader(io.StringIO(as_csv.stdout)))
     assert len(table) == 6 and list(table[0]) == ["name", "language", "probability", "rank", "abstained", "reason_code",
@@ -90,9 +90,9 @@ def test_script_refuses_a_terminal_without_names_and_stdin_that_is_not_utf8(chec
 @pytest.mark.slow
 def test_latest_finds_the_newest_runs_model(trained):
     run = trained[0]
-    result = run_script([PREDICT, "latest", "Kanemoto", "--outputs", str(run.parent.parent)], cwd=run)
+    result = run_in_process([PREDICT, "latest", "Kanemoto", "--outputs", str(run.parent.parent)], cwd=run)
     assert result.returncode == 0 and "Kanemoto" in result.stdout
-    explicit = run_script([PREDICT, str(run / "checkpoints" / "refit.ckpt"), "Kanemoto"], cwd=run)
+    explicit = run_in_process([PREDICT, str(run / "checkpoints" / "refit.ckpt"), "Kanemoto"], cwd=run)
     assert result.stdout == explicit.stdout  # the refit model, not best.ckpt
 
 
@@ -162,7 +162,7 @@ def test_fuzz_predictor_and_script_answer_or_explain_every_name(checkpoint, tmp_
             assert sum(probabilities) == pytest.approx(1, abs=1e-5) and probabilities == sorted(probabilities)[::-1]
     lines = [n for n in names if "\n" not in n and "\r" not in n and n.strip()]
     (tmp_path / "hostile.txt").write_text("\n".join(lines), encoding="utf-8", errors="surrogatepass")
-    result = run_script([PREDICT, str(checkpoint), "--file", str(tmp_path / "hostile.txt"), "--format", "json"],
+    result = run_in_process([PREDICT, str(checkpoint), "--file", str(tmp_path / "hostile.txt"), "--format", "json"],
                         cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     answered = json.loads(result.stdout)
@@ -178,7 +178,7 @@ def test_evaluate_reproduces_the_training_test_score(trained, checkpoint, tmp_pa
     events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0}).Reload()
     assert result["accuracy"] == pytest.approx(events.Scalars("test/acc")[-1].value, abs=1e-6)
     assert result["size"] == sum(map(sum, result["confusion"]))
-    report = run_script([PREDICT, str(checkpoint), "--evaluate", str(corpus)], cwd=run)
+    report = run_in_process([PREDICT, str(checkpoint), "--evaluate", str(corpus)], cwd=run)
     assert report.returncode == 0 and "macro-F1" in report.stdout
     changed = shutil.copytree(corpus, tmp_path / "names")  # the corpus is shared with other tests: edit a copy
     (changed / "Irish.txt").write_text("Changed\n")
@@ -198,19 +198,19 @@ def test_export_agrees_with_the_checkpoint_to_1e_5(trained, checkpoint, exported
     torch.testing.assert_close(served.probabilities(encoded), ours.probabilities(encoded), atol=1e-5, rtol=0)
     for a, b in zip(ours.predict(names, top_k=4), served.predict(names, top_k=4), strict=True):
         assert a.error == b.error and [lang for lang, _ in a.predictions] == [lang for lang, _ in b.predictions]
-    result = run_script([PREDICT, str(exported.with_suffix(f".{fmt}")), "Kanemoto", "--format", "json",
+    result = run_in_process([PREDICT, str(exported.with_suffix(f".{fmt}")), "Kanemoto", "--format", "json",
                          "--coverage", "0.9"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)[0]["prediction_set"][0] == ours.predict(["Kanemoto"])[0].predictions[0][0]
-    refused = run_script([PREDICT, str(exported.with_suffix(f".{fmt}")), "Kanemoto", "--explain"], cwd=tmp_path)
+    refused = run_in_process([PREDICT, str(exported.with_suffix(f".{fmt}")), "Kanemoto", "--explain"], cwd=tmp_path)
     assert refused.returncode == 2 and refused.stderr.strip().endswith("pass the .ckpt, not an exported program")
     # The sidecar carries the split settings and the card: the program is scored on its own held-out names.
     served_path, corpus = str(exported.with_suffix(f".{fmt}")), str(trained[1])
-    report = run_script([PREDICT, served_path, "--evaluate", corpus], cwd=tmp_path)
+    report = run_in_process([PREDICT, served_path, "--evaluate", corpus], cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     expected = format_report(evaluate(ours, corpus))
     assert report.stdout.splitlines()[:3] == expected.splitlines()[:3]  # split size, accuracy, macro-F1
-    card = run_script([PREDICT, served_path, "--card"], cwd=tmp_path)
+    card = run_in_process([PREDICT, served_path, "--card"], cwd=tmp_path)
     assert card.returncode == 0 and card.stdout == torch.load(checkpoint, weights_only=True)["model_card"]
 
 

@@ -16,7 +16,7 @@ def numbers(text: str, label: str) -> list[float]:
 
 
 def test_reuse_demo_answers_the_question(tmp_path):
-    result = run_script([str(SCRIPTS / "reuse_demo.py")], cwd=tmp_path)
+    result = run_in_process([str(SCRIPTS / "reuse_demo.py")], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (autograd,) = numbers(result.stdout, "autograd: w.grad")
     (question,) = numbers(result.stdout, "the question's 4(w^2 x - y) w x")
@@ -35,40 +35,40 @@ def test_reuse_demo_answers_the_question(tmp_path):
     (["--language", "Irish"], "--name and --language need --checkpoint"),
 ])
 def test_reuse_demo_refuses_bad_flags(args, message, tmp_path):
-    result = run_script([str(SCRIPTS / "reuse_demo.py"), *args], cwd=tmp_path)
+    result = run_in_process([str(SCRIPTS / "reuse_demo.py"), *args], cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr and not result.stdout
 
 
 @pytest.mark.slow
 def test_reuse_demo_with_more_uses_and_a_checkpoint(trained, tmp_path):
     checkpoint = trained[0] / "checkpoints" / "best.ckpt"
-    result = run_script([str(SCRIPTS / "reuse_demo.py"), "--uses", "3", "--checkpoint", str(checkpoint),
+    result = run_in_process([str(SCRIPTS / "reuse_demo.py"), "--uses", "3", "--checkpoint", str(checkpoint),
                          "--name", "Kanemoto"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert len(numbers(result.stdout, "use ")) == 3
     assert len(re.findall(r"^\s+\d+\s+'\w'", result.stdout, flags=re.M)) == len("Kanemoto")
     residuals = [float(x) for x in re.findall(r"/ \|\.grad\| = ([\d.e+-]+)", result.stdout)]
     assert len(residuals) == 4 and max(residuals) < 1e-5
-    bad = run_script([str(SCRIPTS / "reuse_demo.py"), "--checkpoint", str(checkpoint), "--language", "Klingon"],
+    bad = run_in_process([str(SCRIPTS / "reuse_demo.py"), "--checkpoint", str(checkpoint), "--language", "Klingon"],
                      cwd=tmp_path)
     assert bad.returncode == 2 and "Klingon" in bad.stderr and "Traceback" not in bad.stderr and not bad.stdout
 
 
 def test_compare_runs_lists_runs_best_first(trained, tmp_path):
     run = trained[0]
-    result = run_script([str(SCRIPTS / "compare_runs.py"), str(run.parent.parent)], cwd=tmp_path)
+    result = run_in_process([str(SCRIPTS / "compare_runs.py"), str(run.parent.parent)], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert str(run) in result.stdout and "val_acc_best" in result.stdout
-    missing = run_script([str(SCRIPTS / "compare_runs.py"), str(tmp_path / "nope")], cwd=tmp_path)
+    missing = run_in_process([str(SCRIPTS / "compare_runs.py"), str(tmp_path / "nope")], cwd=tmp_path)
     assert missing.returncode == 2
     (tmp_path / "empty").mkdir()
-    empty = run_script([str(SCRIPTS / "compare_runs.py"), str(tmp_path / "empty")], cwd=tmp_path)
+    empty = run_in_process([str(SCRIPTS / "compare_runs.py"), str(tmp_path / "empty")], cwd=tmp_path)
     assert empty.returncode == 2 and "no run folders" in empty.stderr and not empty.stdout
 
 
 @pytest.mark.slow
 def test_benchmark_runs_and_reports_ratios(tmp_path):
-    result = run_script([str(SCRIPTS / "benchmark.py"), "--cells", "gru", "--batches", "3", "--repeats", "1",
+    result = run_in_process([str(SCRIPTS / "benchmark.py"), "--cells", "gru", "--batches", "3", "--repeats", "1",
                          "--hidden-size", "16", "--batch-size", "8", "--skip", "predict,accuracy", "--json"],
                         cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -83,13 +83,13 @@ def test_benchmark_runs_and_reports_ratios(tmp_path):
 
 @pytest.mark.slow
 def test_benchmark_accuracy_part_with_a_relative_data_folder(tiny_corpus, tmp_path):
-    result = run_script([str(SCRIPTS / "benchmark.py"), "--data", "names", "--skip", "train,tutorial,logging,predict",
-                         "--json"], cwd=tmp_path)
+    result = run_in_process([str(SCRIPTS / "benchmark.py"), "--data", "names", "--skip",
+                             "train,tutorial,logging,predict", "--json"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     accuracy = json.loads(result.stdout)["accuracy"]
     assert accuracy["best_val_acc"] > 0.5 and accuracy["train_seconds"] > 0
     assert accuracy["baseline"]["test_acc"] > 0.5
-    missing = run_script([str(SCRIPTS / "benchmark.py"), "--data", "nope"], cwd=tmp_path)
+    missing = run_in_process([str(SCRIPTS / "benchmark.py"), "--data", "nope"], cwd=tmp_path)
     assert missing.returncode == 2 and "nope" in missing.stderr and "Traceback" not in missing.stderr
 
 

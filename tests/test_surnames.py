@@ -18,6 +18,7 @@ from conftest import (
     TINY,
     last_scalars,
     run_dirs,
+    run_in_process,
     run_script,
     score_in_one_process,
     train,
@@ -159,12 +160,12 @@ def test_pretrained_checkpoint_predicts_countries_with_codes_and_names(pretraine
     checkpoint = torch.load(pretrained, weights_only=True)
     hparams = checkpoint["hyper_parameters"]
     assert hparams["config"]["soft_targets"] and len(hparams["labels"]) > 5
-    result = run_script([str(ROOT / "scripts" / "predict.py"), str(pretrained), "Kanemoto", "--format", "json"],
+    result = run_in_process([str(ROOT / "scripts" / "predict.py"), str(pretrained), "Kanemoto", "--format", "json"],
                         cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     top = json.loads(result.stdout)[0]["predictions"][0]
     assert len(top["country"]) == 2 and top["label_name"]  # data.label_name of the surnames: country
-    text = run_script([str(ROOT / "scripts" / "predict.py"), str(pretrained), "Kanemoto"], cwd=tmp_path)
+    text = run_in_process([str(ROOT / "scripts" / "predict.py"), str(pretrained), "Kanemoto"], cwd=tmp_path)
     assert "JP" in text.stdout and ("Japan" in text.stdout)
 
 
@@ -222,7 +223,7 @@ def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_sur
     best = run / "checkpoints" / "best.ckpt"
     hparams = torch.load(best, weights_only=True)["hyper_parameters"]
     assert hparams["vocab"] == torch.load(pretrained, weights_only=True)["hyper_parameters"]["vocab"]
-    predicted = run_script([str(ROOT / "scripts" / "predict.py"), str(best), "Kanemoto", "Pavlovsky",
+    predicted = run_in_process([str(ROOT / "scripts" / "predict.py"), str(best), "Kanemoto", "Pavlovsky",
                             "--format", "json"], cwd=tmp_path)
     assert predicted.returncode == 0, predicted.stderr
     assert [r["predictions"][0]["language"] for r in json.loads(predicted.stdout)] == ["Japanese", "Russian"]
@@ -238,7 +239,7 @@ def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_sur
     assert report["in_pretrain"]["accuracy"] == pytest.approx(printed["test/acc_in_pretrain"], abs=1e-4)
     assert report["not_in_pretrain"]["accuracy"] == pytest.approx(printed["test/acc_not_in_pretrain"], abs=1e-4)
     assert report["in_pretrain"]["macro_f1"] == pytest.approx(printed["test/macro_f1_in_pretrain"], abs=1e-4)
-    shown = run_script([str(ROOT / "scripts" / "predict.py"), str(best), "--evaluate", str(corpus),
+    shown = run_in_process([str(ROOT / "scripts" / "predict.py"), str(best), "--evaluate", str(corpus),
                         "--known-names", str(cache)], cwd=tmp_path)
     assert shown.returncode == 0 and "found in names-dataset" in shown.stdout, shown.stderr
     # A fine-tuned model explains itself too: the pretrained country head reads every state, and a name found in

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_script
+from conftest import ROOT, run_in_process
 
 PREDICT = str(ROOT / "scripts" / "predict.py")
 
@@ -36,7 +36,7 @@ def hostile_table(path: Path, rows: int = 10_000, seed: int = 0) -> list[list[st
 def test_ten_thousand_hostile_rows_come_back_in_order_with_every_column(checkpoint, tmp_path):
     source, out = tmp_path / "people.csv", tmp_path / "out.csv"
     table = hostile_table(source)
-    result = run_script([PREDICT, str(checkpoint), "--file", str(source), "--column", "surname", "--out", str(out),
+    result = run_in_process([PREDICT, str(checkpoint), "--file", str(source), "--column", "surname", "--out", str(out),
                          "--top-k", "2", "--coverage", "0.9"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     with open(out, encoding="utf-8", newline="") as f:
@@ -62,7 +62,7 @@ def test_ten_thousand_hostile_rows_come_back_in_order_with_every_column(checkpoi
 def test_tsv_in_tsv_out_and_missing_markers_explained(checkpoint, tmp_path):
     source = tmp_path / "people.tsv"
     source.write_text("surname\tcity\nKanemoto\tOsaka\nNaN\tRome\n\tParis\nPavlovsky\n", encoding="utf-8")
-    result = run_script([PREDICT, str(checkpoint), "--file", str(source), "--column", "surname"], cwd=tmp_path)
+    result = run_in_process([PREDICT, str(checkpoint), "--file", str(source), "--column", "surname"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     rows = list(csv.reader(io.StringIO(result.stdout), delimiter="\t"))
     assert [row[:2] for row in rows] == [["surname", "city"], ["Kanemoto", "Osaka"], ["NaN", "Rome"], ["", "Paris"],
@@ -79,7 +79,7 @@ def test_tsv_in_tsv_out_and_missing_markers_explained(checkpoint, tmp_path):
 def test_bad_table_requests_exit_2_and_write_no_file(checkpoint, tmp_path, args, message):
     source, out = tmp_path / "people.csv", tmp_path / "out.csv"
     source.write_text("surname\nKanemoto\n")
-    result = run_script([PREDICT, str(checkpoint), "--file", str(source), "--out", str(out), *args], cwd=tmp_path)
+    result = run_in_process([PREDICT, str(checkpoint), "--file", str(source), "--out", str(out), *args], cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert list(tmp_path.iterdir()) == [source]  # neither the output nor a temporary file is left
@@ -88,5 +88,5 @@ def test_bad_table_requests_exit_2_and_write_no_file(checkpoint, tmp_path, args,
 def test_non_utf8_table_is_one_line_error(checkpoint, tmp_path):
     source = tmp_path / "latin1.csv"
     source.write_bytes("surname\nM\xfcller\n".encode("latin-1"))
-    result = run_script([PREDICT, str(checkpoint), "--file", str(source), "--column", "surname"], cwd=tmp_path)
+    result = run_in_process([PREDICT, str(checkpoint), "--file", str(source), "--column", "surname"], cwd=tmp_path)
     assert result.returncode == 2 and "is not UTF-8" in result.stderr and "Traceback" not in result.stderr

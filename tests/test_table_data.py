@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, TINY, run_dirs, run_script, train, train_refused, write_corpus
+from conftest import ROOT, TINY, run_dirs, run_in_process, run_script, train, train_refused, write_corpus
 
 from nameorigin.data.names import NamesDataModule, label_files
 from nameorigin.data.table import TableDataModule
@@ -78,16 +78,17 @@ def test_a_table_of_its_own_trains_end_to_end_and_evaluates_beside_the_baseline(
     assert "test split:" in evaluated.stdout and "baseline" in evaluated.stdout.lower()
     # What a label is called follows data.label_name: the JSON key, the table column and the card.
     refit = str(run / "checkpoints" / "refit.ckpt")
-    answered = run_script([str(ROOT / "scripts" / "predict.py"), refit, "Ana Bisson", "--format", "json"], cwd=tmp_path)
+    answered = run_in_process([str(ROOT / "scripts" / "predict.py"), refit, "Ana Bisson", "--format", "json"],
+                              cwd=tmp_path)
     assert set(json.loads(answered.stdout)[0]["predictions"][0]) == {"origin", "probability"}, answered.stdout
-    tabled = run_script([str(ROOT / "scripts" / "predict.py"), refit, "--file", str(table), "--column", "name"],
+    tabled = run_in_process([str(ROOT / "scripts" / "predict.py"), refit, "--file", str(table), "--column", "name"],
                         cwd=tmp_path)
     assert tabled.stdout.splitlines()[0].split(",")[2:4] == ["pred_origin", "pred_probability"], tabled.stdout[:300]
     card = (run / "MODEL_CARD.md").read_text()
     assert "name classifier (origin)" in card and "| origin | test names | F1 |" in card
     assert "tutorial" not in card.split("## Intended use")[1]
     other = write_rows(tmp_path / "other.csv", [["Ana Bob", "north"], ["Ana Eve", "south"]])
-    refused = run_script([str(ROOT / "scripts" / "predict.py"), str(run / "checkpoints" / "refit.ckpt"),
+    refused = run_in_process([str(ROOT / "scripts" / "predict.py"), str(run / "checkpoints" / "refit.ckpt"),
                           "--evaluate", str(other)], cwd=tmp_path)
     assert refused.returncode == 2 and "sha256 differs" in refused.stderr
 
