@@ -98,8 +98,10 @@ def test_each_check_finds_the_fault_in_a_broken_copy(tmp_path):
     broken = readme + "\n[gone](docs/no-such-page.md) and [moved](docs/serving.md#no-such-section)\n"
     broken = re.sub(r"^\| `nameorigin-export[^\n]*\n", "", broken, count=1, flags=re.M)
     (copy / "README.md").write_text(broken, encoding="utf-8")
-    (copy / "docs" / "speed.md").write_text("Run `/home/someone/bench.py` first.\n", encoding="utf-8")
+    speed = copy / "docs" / "speed.md"
+    speed.write_text(speed.read_text(encoding="utf-8") + "\nRun `/home/someone/bench.py` first.\n", encoding="utf-8")
+    last = len(speed.read_text(encoding="utf-8").splitlines())
     assert broken_links(copy) == ["README.md: docs/no-such-page.md (no such file)",
                                   "README.md: docs/serving.md#no-such-section (no such heading)"]
-    assert machine_paths(copy) == ["docs/speed.md:1: Run `/home/someone/bench.py` first."]
+    assert machine_paths(copy) == [f"docs/speed.md:{last}: Run `/home/someone/bench.py` first."]
     assert unexplained_commands(copy) == ["nameorigin-export"]
