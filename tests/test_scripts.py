@@ -82,6 +82,18 @@ def test_benchmark_runs_and_reports_ratios(tmp_path):
 
 
 @pytest.mark.slow
+def test_benchmark_predictor_part_serves_the_checkpoint_and_its_exports(tmp_path):
+    """The Predictor part builds its model, times it, exports it and times the exported programs and the CLI."""
+    result = run_in_process([str(SCRIPTS / "benchmark.py"), "--hidden-size", "16", "--embedding-dim", "8",
+                             "--ngram-buckets", "64", "--repeats", "1", "--predict-names", "500", "--skip",
+                             "train,tutorial,logging,accuracy", "--json"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    predict = json.loads(result.stdout)["predict"]
+    assert predict["names"] == 500 and predict["names_per_s"] > 0 and predict["cold_start_s"] > 0
+    assert set(predict["exported_names_per_s"]) == {"pt2", "onnx"}
+
+
+@pytest.mark.slow
 def test_benchmark_accuracy_part_with_a_relative_data_folder(tiny_corpus, tmp_path):
     result = run_in_process([str(SCRIPTS / "benchmark.py"), "--data", "names", "--skip",
                              "train,tutorial,logging,predict", "--json"], cwd=tmp_path)

@@ -46,6 +46,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="n-gram head of the Predictor's model (default 65536, as the default config)")
     parser.add_argument("--batches", type=int, default=40, help="training batches per timed run (default 40)")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per contender (default 5)")
+    parser.add_argument("--predict-names", type=int, default=100_000,
+                        help="names the Predictor part answers per timed run (default 100000)")
     parser.add_argument("--every-n-steps", type=int, default=50, help="grad-accumulation logging interval")
     parser.add_argument("--cells", default=",".join(CELLS),
                         help=f"comma-separated cells (default {','.join(CELLS)}: every cell of the registry)")
@@ -53,7 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help=f"comma-separated parts to skip: {','.join(PARTS)}")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     args = parser.parse_args(argv)
-    for flag in ("batch_size", "hidden_size", "batches", "repeats", "every_n_steps"):
+    for flag in ("batch_size", "hidden_size", "batches", "repeats", "every_n_steps", "predict_names"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} {getattr(args, flag)} must be at least 1")
     if args.embedding_dim < 0:
@@ -136,14 +138,16 @@ def bench_tutorial(args: argparse.Namespace, names: list[str], sample: int = 500
     return {"names_per_s": tutorial, "same_model_batched_names_per_s": same_model}
 
 
-def bench_predict(args: argparse.Namespace, names: list[str], count: int = 100_000) -> dict:
+def bench_predict(args: argparse.Namespace, names: list[str]) -> dict:
+    from nameorigin.model.artifacts import ServingMeta
     from nameorigin.serving.predict import Predictor
 
+    count = args.predict_names
     torch.manual_seed(0)
     vocab = ["<pad>", "<unk>", *sorted({c for n in names for c in n})]
     # The default model: its cell with the hashed n-gram head.
     net = char_rnn(len(vocab), DEFAULT_CELL, args.hidden_size, args.embedding_dim, ngram_buckets=args.ngram_buckets)
-    predictor = Predictor(net, vocab, [f"L{i}" for i in range(18)], device=args.device)
+    predictor = Predictor(net, ServingMeta(vocab, [f"L{i}" for i in range(18)]), device=args.device)
     many = (names * (count // len(names) + 1))[:count]
 
     def rate(served: Predictor) -> float:
