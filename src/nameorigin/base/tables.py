@@ -140,7 +140,7 @@ class TableReader:
         self.parquet = is_parquet(self.path)
         self.delimiter = delimiter_for(self.path, delimiter)
         if self.parquet:
-            pa, pq = pyarrow_modules(self.setting)
+            _, pq = pyarrow_modules(self.setting)
             self.schema = self.guarded(lambda: pq.read_schema(self.path))
             self.header = list(self.schema.names)
         else:

@@ -33,10 +33,9 @@ def cell_key(cell: object, normalize: str, markers: bool = True) -> str | tuple[
 
 @dataclass
 class DistinctNames:
-    """The distinct cells of a column and the keys they come to. `answer_of[i]` is the entry of `keys` that
-    cell `values[i]` is answered by; `counts[j]` how many rows entry j stands for."""
+    """The keys a column's distinct cells come to: `answer_of[i]` is the entry of `keys` that the i-th cell given
+    to group() is answered by; `counts[j]` how many rows entry j stands for."""
 
-    values: list
     answer_of: np.ndarray
     keys: list[str | tuple[str]]
     counts: np.ndarray
@@ -48,7 +47,7 @@ class DistinctNames:
         answer_of = np.array([entry_of.setdefault(cell_key(value, normalize, markers), len(entry_of))
                               for value in values], dtype=np.int64)
         totals = np.bincount(answer_of, weights=np.asarray(counts, dtype=np.float64), minlength=len(entry_of))
-        return cls(list(values), answer_of, list(entry_of), totals.astype(np.int64))
+        return cls(answer_of, list(entry_of), totals.astype(np.int64))
 
     def estimate_prior(self, predictor: Predictor, batch_size: int = BATCH_SIZE) -> torch.Tensor:
         """The label mix of all the rows: EM over the distinct names, each weighted by its row count."""
