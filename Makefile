@@ -2,11 +2,15 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# TORCH_INDEX=https://download.pytorch.org/whl/cpu: PyTorch's CPU-only wheel of the pinned version, where the
-# default index would serve its CUDA build (several GB).
+# The install runs uv (itself pinned in constraints.txt and installed by pip): with bytecode compiled, as pip
+# would, since this machine sets PYTHONDONTWRITEBYTECODE=1 and every test process would compile torch again.
+# FIND_LINKS: a folder of wheels to take first (pip's own find-links setting when it has one: where a machine keeps
+# its torch wheel). TORCH_INDEX=https://download.pytorch.org/whl/cpu: PyTorch's CPU-only wheel of the pinned
+# version, where the default index would serve its CUDA build (several GB).
+FIND_LINKS ?= $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
 TORCH_INDEX ?=
-PIP_INSTALL := $(BIN)/python -m pip install --quiet --constraint constraints.txt \
-	$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+INSTALL := $(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode --constraint constraints.txt \
+	$(if $(FIND_LINKS),--find-links $(FIND_LINKS)) $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 ARGS ?=
 # Test workers (pytest-xdist; tests/conftest.py shares the cores out between them): the suite is mostly process
 # starts and small models, so two workers beat one on 2 cores (docs/reliability.md). TEST_WORKERS=0: serial.
@@ -16,7 +20,8 @@ TEST_WORKERS ?= 2
 
 $(BIN)/.installed: pyproject.toml constraints.txt Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) --editable '.[dev,sweep,export,surnames,bench,parquet,frame,triton]'
+	$(BIN)/python -m pip install --quiet --constraint constraints.txt uv
+	$(INSTALL) --editable '.[dev,sweep,export,surnames,bench,parquet,frame,triton]'
 	touch $@
 
 help:  ## this list

@@ -100,8 +100,13 @@ def run_script(args: list[str], cwd: Path, timeout: int = 300, **kwargs) -> subp
     return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, timeout=timeout, env=env, **kwargs)
 
 
-def train(cwd: Path, *overrides: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return run_script([str(ROOT / "train.py"), *overrides], cwd=cwd, timeout=timeout)
+def train(cwd: Path, *overrides: str, timeout: int = 300, fresh: bool = False) -> subprocess.CompletedProcess:
+    """train.py in this process (run_in_process: each run skips a Python start and the imports of torch and
+    Lightning, several seconds), or with `fresh` in its own process: for what only a fresh process shows (the
+    warnings a user sees, DDP's launched processes, a timeout)."""
+    if fresh:
+        return run_script([str(ROOT / "train.py"), *overrides], cwd=cwd, timeout=timeout)
+    return run_in_process([str(ROOT / "train.py"), *overrides], cwd)
 
 
 def run_in_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

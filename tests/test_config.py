@@ -236,7 +236,8 @@ def test_ddp_cpu_two_processes_train_log_once_and_test_like_one_process(tmp_path
     """Held-out splits of 17 names in batches of 8 shard unevenly on purpose: 9 and 8 names per rank (before,
     the last rank repeated a batch, counting names twice, and the gather of unequal shares crashed gloo)."""
     corpus = write_corpus(tmp_path / "names", per_language=45)
-    result = train(tmp_path, "trainer=ddp_cpu", f"data.root={corpus}", *TINY, "data.batch_size=8", timeout=600)
+    result = train(tmp_path, "trainer=ddp_cpu", f"data.root={corpus}", *TINY, "data.batch_size=8", timeout=600,
+                   fresh=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "results:" in result.stdout
     unsynced = sorted(set(re.findall(r"self\.log\('([^']+)', \.\.\., sync_dist=True\)", result.stderr)))

@@ -293,7 +293,7 @@ def test_pretraining_under_ddp_cpu_on_a_sample_tests_like_one_process(tiny_surna
     shapes could not take."""
     cache, _ = tiny_surnames
     result = train(tmp_path, *PRETRAIN, f"data.cache={cache}", "data.limit=250", "data.batch_size=16",
-                   "trainer=ddp_cpu", "trainer.max_epochs=2", timeout=600)
+                   "trainer=ddp_cpu", "trainer.max_epochs=2", timeout=600, fresh=True)
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(tmp_path)
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]

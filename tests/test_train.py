@@ -163,7 +163,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, setup, ove
 def test_bad_input_in_its_own_process_shows_one_line_and_no_warning(tmp_path, override, message):
     """As a user sees it: nothing else reaches stderr, Python's and Lightning's warnings included."""
     corpus = write_corpus(tmp_path / "names")
-    assert_refused(train(tmp_path, f"data.root={corpus}", *TINY, override), message, tmp_path)
+    assert_refused(train(tmp_path, f"data.root={corpus}", *TINY, override, fresh=True), message, tmp_path)
 
 
 def assert_refused(result: subprocess.CompletedProcess, message: str, tmp_path: Path) -> None:
