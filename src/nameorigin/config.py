@@ -261,6 +261,7 @@ class TableDataConfig(LoaderConfig):
     delimiter: str | None = None  # null: tab for .tsv/.tab, else comma; "tab" for a tab
     share_columns: list[str] | None = None  # one numeric column per label: soft targets (label_column unused)
     weight_column: str | None = None  # a count or weight per row, for the training loss
+    rows: str = "names"  # names: a row per name (or per name and label); people: a row per person, counted
     label_name: str = "label"
 
     def __post_init__(self) -> None:
@@ -278,6 +279,15 @@ class TableDataConfig(LoaderConfig):
             if taken:
                 raise UserError(f"data.share_columns={shares} holds {', '.join(sorted(taken))}, the name or "
                                 "weight column: name the label columns only")
+        if self.rows not in ("names", "people"):
+            raise UserError(f"data.rows={self.rows} is not a kind of row: pass data.rows=names (a row per name) or "
+                            "data.rows=people (a row per person, counted into each name's label shares)")
+        if self.rows == "people" and self.share_columns is not None:
+            raise UserError("data.rows=people reads one person's label from data.label_column, not shares: drop "
+                            "data.share_columns, or use data.rows=names for a table of shares per name")
+        if self.rows == "people" and self.weight_column is not None:
+            raise UserError("data.rows=people counts every row as one person: drop data.weight_column, or use "
+                            "data.rows=names with it for rows that already hold counts")
         if self.weight_column is not None and self.weight_column == self.name_column:
             raise UserError(f"data.weight_column={self.weight_column} is the name column: name the column of counts "
                             "or weights")

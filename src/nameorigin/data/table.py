@@ -11,6 +11,11 @@ Two optional kinds of column change what a row says:
   loss. Rows of one (name, label) pair add up (with shares: rows of one name).
 A row whose weight is 0, or whose shares sum to 0, is skipped and counted; a cell that is not a number, or is
 negative, is refused with its line.
+
+`data.rows=people` reads a row per person (a voter file, an author list): the (name, label) cells are counted as
+the table streams, so memory grows with distinct names, not rows. Each distinct name then trains against its
+labels' shares of its people, weighted by how many people carry it, exactly as the same counts written out as a
+share-and-weight table would (a person under several labels counts a 1/n part to each).
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ from nameorigin.config import TableDataConfig
 from nameorigin.data.names import EncodedNames, NamesDataModule
 
 # The column settings a checkpoint keeps (to read the table again), and those its sha256 covers.
-COLUMN_SETTINGS = ("name_column", "label_column", "label_separator", "delimiter", "share_columns", "weight_column")
-DIGESTED = ("name_column", "label_column", "label_separator", "share_columns", "weight_column")
+COLUMN_SETTINGS = ("name_column", "label_column", "label_separator", "delimiter", "share_columns", "weight_column",
+                   "rows")
+DIGESTED = ("name_column", "label_column", "label_separator", "share_columns", "weight_column", "rows")
 
 
 def column_settings(config: TableDataConfig, keys: tuple[str, ...] = COLUMN_SETTINGS) -> dict[str, Any]:
@@ -79,10 +85,65 @@ def rows_of(reader: TableReader, columns: list[str]) -> Iterator[tuple[str, list
             yield chunk.where(k), list(cells)
 
 
+def table_digest(path: Path, config: TableDataConfig) -> str:
+    """sha256 of the file and the settings that decide what was read (rows=names, the default, left out, so a
+    table's digest is what it was before that setting existed)."""
+    settings = {key: value for key, value in column_settings(config, DIGESTED).items()
+                if value is not None and (key, value) != ("rows", "names")}
+    return file_digest(path, b"\0" + json.dumps(settings, sort_keys=True).encode())
+
+
+def shares_table(names: list[str], labels: list[str], amounts: np.ndarray, digest: str, counts: dict,
+                 weighted: bool) -> Table:
+    """Each name's pooled amount per label ([names, labels]) as shares, the name under its majority label (ties to
+    the first label) and, when `weighted`, weighted by its total."""
+    weights = amounts.sum(1)
+    shares = (amounts / np.maximum(weights, 1e-300)[:, None]).astype(np.float32)
+    majority = shares.argmax(1) if len(names) else np.zeros(0, dtype=int)
+    ordered = [(name, labels[k]) for name, k in zip(names, majority.tolist(), strict=True)]
+    return Table(ordered, labels, digest, counts, shares, weights if weighted else None)
+
+
+def read_people(config: TableDataConfig, reader: TableReader) -> Table:
+    """data.rows=people: count the (name cell, label cell) rows as they stream, then normalize each distinct cell
+    pair once; a skipped pair counts all of its rows under its reason."""
+    reader.require(config.name_column, f"data.name_column={config.name_column}")
+    reader.require(config.label_column, f"data.label_column={config.label_column}")
+    cells: Counter = Counter()
+    for chunk in reader.chunks([config.name_column, config.label_column]):
+        cells.update(zip(chunk.cells(config.name_column), chunk.cells(config.label_column), strict=True))
+    counts = Counter({"rows": sum(cells.values()), "blank_name": 0, "long_name": 0, "blank_label": 0})
+    people: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for (name_cell, label_cell), rows in cells.items():
+        labels = [label.strip() for label in text(label_cell).split(config.label_separator) if label.strip()]
+        name = normalize_name(text(name_cell), config.normalize.value)
+        reason = "blank_label" if not labels else "blank_name" if not name else \
+            "long_name" if len(name) > MAX_NAME_LENGTH else None
+        if reason:
+            counts[reason] += rows
+            continue
+        for label in labels:
+            people[name][label] += rows / len(labels)
+    if counts["rows"] and counts["blank_label"] == counts["rows"]:
+        raise UserError(f"data.label_column={config.label_column} is blank on every row of {config.path}: name "
+                        "the column that holds the labels")
+    names = sorted(people)
+    labels = sorted({label for shares in people.values() for label in shares})
+    column = {label: k for k, label in enumerate(labels)}
+    amounts = np.zeros((len(names), len(labels)))
+    for row, name in enumerate(names):
+        for label, rows in people[name].items():
+            amounts[row, column[label]] = rows
+    counts["distinct_names"] = len(names)
+    return shares_table(names, labels, amounts, table_digest(Path(config.path), config), dict(counts), True)
+
+
 def read_table(config: TableDataConfig) -> Table:
     """Every row read, checked and pooled; rows never shift (a skipped row is counted, never dropped silently)."""
     path = Path(config.path)
     reader = TableReader(path, "data.path=", config.delimiter)
+    if config.rows == "people":
+        return read_people(config, reader)
     shares_in = sorted(config.share_columns) if config.share_columns else None
     wanted = [config.name_column, *(shares_in or [config.label_column]), *filter(None, [config.weight_column])]
     needed = [(f"data.name_column={config.name_column}", config.name_column)]
@@ -131,19 +192,14 @@ def read_table(config: TableDataConfig) -> Table:
     if counts["rows"] and counts["blank_label"] == counts["rows"]:
         raise UserError(f"data.label_column={config.label_column} is blank on every row of {path}: name the "
                         "column that holds the labels")
-    settings = {key: value for key, value in column_settings(config, DIGESTED).items() if value is not None}
-    digest = file_digest(path, b"\0" + json.dumps(settings, sort_keys=True).encode())
+    digest = table_digest(path, config)
     if not shares_in:
         ordered = sorted(pairs)
         weights = np.array([pair_weight[pair] for pair in ordered]) if config.weight_column else None
         return Table(ordered, sorted({label for _, label in ordered}), digest, dict(counts), None, weights)
     names = sorted(name_shares)
-    pooled_shares = np.array([name_shares[name] for name in names]).reshape(len(names), len(shares_in))
-    weights = pooled_shares.sum(1)  # the pooled rows' weights
-    shares = (pooled_shares / np.maximum(weights, 1e-300)[:, None]).astype(np.float32)
-    majority = shares.argmax(1) if len(names) else np.zeros(0, dtype=int)
-    ordered = [(name, shares_in[k]) for name, k in zip(names, majority.tolist(), strict=True)]
-    return Table(ordered, shares_in, digest, dict(counts), shares, weights if config.weight_column else None)
+    pooled = np.array([name_shares[name] for name in names]).reshape(len(names), len(shares_in))
+    return shares_table(names, shares_in, pooled, digest, dict(counts), config.weight_column is not None)
 
 
 class TableDataModule(NamesDataModule):
@@ -153,7 +209,8 @@ class TableDataModule(NamesDataModule):
         super(NamesDataModule, self).__init__()
         config = TableDataConfig(**settings)
         self.adopt(config, Path(config.path))
-        self.soft_labels = config.share_columns is not None  # the model then trains against the shares
+        # Share columns, or people counted into shares: the model then trains against the shares.
+        self.soft_labels = config.share_columns is not None or config.rows == "people"
         self.row_counts: dict[str, int] = {}
         self.table: Table | None = None
 

@@ -70,6 +70,9 @@ def percent(value: Any) -> str:
 
 def label_source(columns: dict) -> str:
     """Where a table's labels came from: a label column, or share columns (and a weight column)."""
+    if columns.get("rows") == "people":
+        return (f"a row per person: each name's share of its people under each label of `{columns['label_column']}`, "
+                "scored under the majority label, each name weighted in the training loss by its people")
     if columns.get("share_columns"):
         source = (f"each label's share from columns {', '.join(f'`{c}`' for c in columns['share_columns'])}, "
                   "scored under the majority label")
@@ -77,6 +80,11 @@ def label_source(columns: dict) -> str:
         source = f"labels from `{columns['label_column']}`"
     weight = columns.get("weight_column")
     return source + (f", each row weighted in the training loss by `{weight}`" if weight else "")
+
+
+def people_weight(columns: dict) -> str:
+    return "each name counted once per row" if columns.get("rows") == "people" else \
+        f"weighted by `{columns['weight_column']}`"
 
 
 def picked_lines(picks: list) -> list[str]:
@@ -97,7 +105,7 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
         if model["ngram_buckets"] else "no n-gram head"
     label = data.get("label_name", "language")
     table = "path" in manifest  # trained on a user's table, not the tutorial corpus' files
-    shares = table and bool(manifest["columns"].get("share_columns"))
+    shares = table and bool(manifest["columns"].get("share_columns") or manifest["columns"].get("rows") == "people")
     large = manifest.get("sizes", {}).get("train", 0) > LARGE_TABLE
     word = label if table else "language"
     what = ("language-of-origin classifier", "the language of origin of a surname", "languages") if not table \
@@ -148,7 +156,7 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
          if shares else
          f"- Accuracy {percent(metrics.get('test/acc'))} (counting any of a name's {plural(word)} as right: "
          f"{percent(metrics.get('test/acc_any'))})")
-        + (f"; over people (weighted by `{manifest['columns']['weight_column']}`) "
+        + (f"; over people ({people_weight(manifest['columns'])}) "
            f"{percent(metrics['test/acc_weighted'])}" if "test/acc_weighted" in metrics else "")
         + f"; macro-F1 {metrics.get('test/macro_f1', float('nan')):.3f}.",
         *([f"- Test names found in names-dataset: accuracy {percent(metrics['test/acc_in_pretrain'])}, macro-F1 "
