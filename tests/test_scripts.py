@@ -66,6 +66,32 @@ def test_compare_runs_lists_runs_best_first(trained, tmp_path):
     assert empty.returncode == 2 and "no run folders" in empty.stderr and not empty.stdout
 
 
+def test_compare_runs_pools_each_labels_figures_over_runs(trained, tmp_path):
+    """One run, then the same run twice: the same shares over twice the names, so narrower intervals."""
+    import shutil
+
+    run = trained[0]
+    rows = json.loads((run / "label_report.json").read_text())
+    for copy in ("a", "b"):
+        shutil.copytree(run, tmp_path / "sweep" / copy)
+    once = run_in_process([str(SCRIPTS / "compare_runs.py"), str(run.parent.parent), "--labels"], cwd=tmp_path)
+    twice = run_in_process([str(SCRIPTS / "compare_runs.py"), str(tmp_path / "sweep"), "--labels"], cwd=tmp_path)
+    assert once.returncode == 0 and twice.returncode == 0, once.stderr + twice.stderr
+    for row in rows:
+        (line_once,) = [line for line in once.stdout.splitlines() if line.startswith(row["label"][:13])]
+        (line_twice,) = [line for line in twice.stdout.splitlines() if line.startswith(row["label"][:13])]
+        assert int(line_once.split()[1]) == row["test_names"] and int(line_twice.split()[1]) == 2 * row["test_names"]
+        recall = float(line_once.split()[3])
+        assert recall == pytest.approx(row["recall"], abs=5e-4) and float(line_twice.split()[3]) == recall
+        width = lambda line: float(line.split()[5].strip("]")) - float(line.split()[4].strip("[,"))  # noqa: E731
+        assert width(line_twice) < width(line_once) or width(line_once) == 0
+    (tmp_path / "none" / "x" / "tensorboard").mkdir(parents=True)
+    (tmp_path / "none" / "x" / ".hydra").mkdir()
+    (tmp_path / "none" / "x" / ".hydra" / "overrides.yaml").write_text("[]\n")
+    refused = run_in_process([str(SCRIPTS / "compare_runs.py"), str(tmp_path / "none"), "--labels"], cwd=tmp_path)
+    assert refused.returncode == 2 and "label_report.json" in refused.stderr and not refused.stdout
+
+
 @pytest.mark.slow
 def test_benchmark_runs_and_reports_ratios(tmp_path):
     result = run_in_process([str(SCRIPTS / "benchmark.py"), "--cells", "gru", "--batches", "3", "--repeats", "1",

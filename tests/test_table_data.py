@@ -85,7 +85,7 @@ def test_a_table_of_its_own_trains_end_to_end_and_evaluates_beside_the_baseline(
                         cwd=tmp_path)
     assert tabled.stdout.splitlines()[0].split(",")[2:4] == ["pred_origin", "pred_probability"], tabled.stdout[:300]
     card = (run / "MODEL_CARD.md").read_text()
-    assert "name classifier (origin)" in card and "| origin | test names | F1 |" in card
+    assert "name classifier (origin)" in card and "| origin | test names | precision | recall | F1 |" in card
     assert "tutorial" not in card.split("## Intended use")[1]
     other = write_rows(tmp_path / "other.csv", [["Ana Bob", "north"], ["Ana Eve", "south"]])
     refused = run_in_process([str(ROOT / "scripts" / "predict.py"), str(run / "checkpoints" / "refit.ckpt"),

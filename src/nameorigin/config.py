@@ -317,6 +317,7 @@ class CalibrationConfig:
 
     enabled: bool = True
     coverages: list[float] = field(default_factory=lambda: [0.8, 0.9, 0.95])
+    sets: str = "marginal"  # the prediction sets served: marginal, or mondrian (a threshold per label); both fitted
     bins: int = 15
     false_abstention: float = 0.05  # the share of validation names the out-of-distribution rule abstains on
     max_unknown_share: float = 0.5  # abstain when more of a name's characters than this were never in training
@@ -325,6 +326,9 @@ class CalibrationConfig:
         for coverage in self.coverages:
             if not 0 < coverage < 1:
                 raise UserError(f"calibration.coverages: {coverage} must be a number between 0 and 1")
+        if self.sets not in ("marginal", "mondrian"):
+            raise UserError(f"calibration.sets={self.sets} is not a kind of prediction set: pass marginal (one "
+                            "threshold, coverage over all names) or mondrian (a threshold per label)")
         whole("calibration.bins", self.bins, 1)
         rate("calibration.false_abstention", self.false_abstention)
         rate("calibration.max_unknown_share", self.max_unknown_share)

@@ -12,6 +12,7 @@ from nameorigin.data.names import label_files, read_corpus, split_by_name
 from nameorigin.data.table import COLUMN_SETTINGS, read_table
 from nameorigin.model.artifacts import Calibration
 from nameorigin.model.calibration import expected_calibration_error, level_key, prediction_sets
+from nameorigin.model.label_report import REPORT_LEVEL, label_report, report_table, served_and_compared, weakest_line
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
 
 
@@ -47,7 +48,7 @@ def checkpoint_splits(predictor: Predictor, root: str | Path) -> dict[str, list[
     return split_by_name(pairs, settings["split_fractions"], settings["split_seed"])
 
 
-SET_LEVEL = 0.9  # the prediction-set level evaluate() reports
+SET_LEVEL = REPORT_LEVEL  # the prediction-set level evaluate() reports
 
 
 def ranked_scores(probs: torch.Tensor, truth: torch.Tensor, calibration: Calibration) -> dict:
@@ -57,9 +58,8 @@ def ranked_scores(probs: torch.Tensor, truth: torch.Tensor, calibration: Calibra
     rank = (probs > probs.gather(1, truth[:, None])).sum(1)  # how many labels score above the true one
     result = {"precision_at": {k: float((rank < k).double().mean()) for k in range(1, min(5, probs.shape[1]) + 1)},
               "ece": expected_calibration_error(probs, truth)}
-    threshold = calibration.conformal.get(level_key(SET_LEVEL))
-    if threshold is not None:
-        sets = prediction_sets(probs, float(threshold))
+    if level_key(SET_LEVEL) in calibration.conformal:
+        sets = prediction_sets(probs, calibration.threshold(level_key(SET_LEVEL)))
         result["set_level"] = SET_LEVEL
         result["set_coverage"] = float(sets.gather(1, truth[:, None]).double().mean())
         result["set_size"] = float(sets.sum(1).double().mean())
@@ -80,9 +80,14 @@ def evaluate(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZ
     truth = torch.tensor([index[language] for _, language in test])
     k = len(predictor.labels)
     accuracy, macro_f1, f1, confusion = scores(truth, preds, k)
+    calibration = predictor.calibration if predictor.undo_temperature == 1.0 else Calibration()
+    abstained = torch.tensor([bool(answer.abstained) for answer in predictor.predict(
+        [name for name, _ in test], top_k=1, batch_size=batch_size)]) if calibration.abstention else None
     result = {"size": len(test), "accuracy": accuracy, "macro_f1": macro_f1,
-              **ranked_scores(probs, truth,
-                              predictor.calibration if predictor.undo_temperature == 1.0 else Calibration()),
+              **ranked_scores(probs, truth, calibration),
+              "per_label": label_report(probs, truth, predictor.labels,
+                                        served_and_compared(calibration, level_key(SET_LEVEL)), abstained,
+                                        calibration.bins),
               "per_class_f1": dict(zip(predictor.labels, f1, strict=True)),
               "labels": predictor.labels, "confusion": confusion.tolist(), "correct": (preds == truth).tolist()}
     if known_keys is not None:
@@ -111,8 +116,7 @@ def format_report(result: dict) -> str:
             where = "found in" if subset == "in_pretrain" else "not found in"
             lines.append(f"  {part['size']} names {where} names-dataset: accuracy {part['accuracy']:.4f}, "
                          f"macro-F1 {part['macro_f1']:.4f}")
-    lines += ["", "per-class F1:"]
-    lines += [f"  {label:<12} {score:.3f}" for label, score in result["per_class_f1"].items()]
+    lines += ["", weakest_line(result["per_label"]) or "", *report_table(result["per_label"])]
     lines += ["", "confusion (rows true, columns predicted):", " " * 13 + " ".join(f"{s:>4}" for s in short)]
     lines += [f"  {label:<10} " + " ".join(f"{n:>4}" for n in row) for label, row in
               zip(labels, result["confusion"], strict=True)]

@@ -2,13 +2,22 @@
 
   python scripts/compare_runs.py outputs/multirun/2026-11-30/10-00-00.123456
   python scripts/compare_runs.py outputs --metric hp/test_macro_f1
+  python scripts/compare_runs.py outputs/multirun/2026-11-30/10-00-00.123456 --labels   # per label, pooled
+
+--labels pools every label's test figures over the runs (each run's label_report.json: split seeds, say): its
+test names, recall and how often its 90 % prediction sets held it, each kind of set, with Wilson 95 % intervals
+over the pooled names.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+
+from nameorigin.base.errors import UserError, exits_2_on_user_error
+from nameorigin.model.label_report import wilson
 
 METRICS = ("hp/val_acc_best", "hp/test_acc", "hp/test_macro_f1")
 
@@ -18,7 +27,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("folder", help="a sweep folder or outputs/: every run folder below it is listed")
     parser.add_argument("--metric", default="hp/val_acc_best", choices=METRICS,
                         help="sort key (default hp/val_acc_best)")
+    parser.add_argument("--labels", action="store_true",
+                        help="pool each label's recall and set coverage over the runs (their label_report.json)")
+    parser.add_argument("--min-names", type=int, default=20,
+                        help="with --labels: mark the labels with at least this many test names in every run "
+                        "(default 20)")
     return parser.parse_args(argv)
+
+
+def pooled_labels(runs: list[Path], min_names: int) -> list[str]:
+    """Each label's test figures summed over the runs: successes and names, then one Wilson interval."""
+    reports = [{row["label"]: row for row in json.loads((run / "label_report.json").read_text())} for run in runs]
+    if any(report.keys() != reports[0].keys() for report in reports):
+        raise UserError("the runs' label sets differ: pool runs of one corpus (--labels)")
+    first = next(iter(reports[0].values()))
+    kinds = [kind for kind in ("marginal", "mondrian") if f"set_coverage_{kind}" in first]
+    head = f"{'label':<14} {'names':>6} {'min/run':>7}  {'recall (95 %)':<22}" + "".join(
+        f" {kind + ' set holds it':<26}" for kind in kinds)
+    lines = [f"{len(runs)} runs pooled; * marks labels with at least {min_names} test names in every run", head]
+    for label in reports[0]:
+        mine = [report[label] for report in reports]
+        names = sum(r["test_names"] for r in mine)
+        least = min(r["test_names"] for r in mine)
+        cells = []
+        for key in ["recall", *(f"set_coverage_{kind}" for kind in kinds)]:
+            held = sum(round((r[key] or 0) * r["test_names"]) for r in mine)
+            low, high = wilson(held, names)
+            cells.append(f"{held / max(names, 1):.3f} [{low:.3f}, {high:.3f}]")
+        mark = "*" if least >= min_names else " "
+        lines.append(f"{label[:13] + mark:<14} {names:>6} {least:>7}  {cells[0]:<22}"
+                     + "".join(f" {cell:<26}" for cell in cells[1:]))
+    return lines
 
 
 def run_scores(run: Path) -> dict[str, float]:
@@ -29,6 +68,7 @@ def run_scores(run: Path) -> dict[str, float]:
     return {m: events.Scalars(m)[-1].value for m in METRICS if m in tags}
 
 
+@exits_2_on_user_error
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     folder = Path(args.folder)
@@ -40,6 +80,13 @@ def main(argv: list[str] | None = None) -> int:
     if not runs:
         print(f"error: no run folders (tensorboard/ beside .hydra/overrides.yaml) under {folder}", file=sys.stderr)
         return 2
+    if args.labels:
+        reported = [run for run in runs if (run / "label_report.json").is_file()]
+        if not reported:
+            print(f"error: no run under {folder} has a label_report.json: train with test=true", file=sys.stderr)
+            return 2
+        print("\n".join(pooled_labels(reported, args.min_names)))
+        return 0
     rows = []
     for run in runs:
         overrides = (run / ".hydra" / "overrides.yaml").read_text().strip().splitlines()

@@ -63,7 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "probabilities by Bayes' rule")
     parser.add_argument("--uncalibrated", action="store_true",
                         help="probabilities before temperature scaling (calibrated is the default)")
-    parser.add_argument("--format", choices=("text", "json", "csv"), default="text", help="output format for names")
+    parser.add_argument("--format", choices=("text", "json", "csv"), default="text",
+                        help="output format for names; with --evaluate, json prints the whole report (every label's "
+                        "row with its intervals under per_label)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
     parser.add_argument("--batch-size", type=int, default=BATCH_SIZE,
                         help=f"names per forward pass (default {BATCH_SIZE})")
@@ -93,6 +95,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.explain and args.card:
         parser.error("--explain explains predictions: use it with names, --file, standard input or --evaluate")
     evaluating = args.evaluate is not None  # "" (no DIR): the shipped corpus
+    if evaluating and args.format == "csv":
+        parser.error("--format csv writes answers to names: with --evaluate pass --format text or json")
+    if evaluating and args.format == "json" and (args.baseline or args.explain):
+        parser.error("--format json with --evaluate prints the test report alone: drop --baseline and --explain, "
+                     "or use --format text")
     if args.baseline and not evaluating:
         parser.error("--baseline compares on the test split: use it with --evaluate DIR")
     if args.known_names and not evaluating:
@@ -212,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
                 except UserError as error:
                     raise UserError(f"--known-names: {error}") from None
             result = evaluate(predictor, args.evaluate, args.batch_size, known)
+            if args.format == "json":
+                print(json.dumps(result))
+                return 0
             print(format_report(result))
             if args.explain:
                 from nameorigin.analysis.explain_check import explanation_check, format_check

@@ -57,10 +57,21 @@ class Calibration:
     val_ece: float | None = None
     val_ece_shares: float | None = None
     conformal: dict[str, float] = field(default_factory=dict)  # level_key(coverage) -> probability threshold
+    # Class-conditional (Mondrian) thresholds: level -> one per label; the labels too rare for their own quantile
+    # (they take the marginal threshold). `sets` says which of the two kinds the model serves.
+    conformal_by_label: dict[str, list[float]] = field(default_factory=dict)
+    conformal_fallback: dict[str, list[int]] = field(default_factory=dict)
+    sets: str = "marginal"
     conformal_score: str = ""
     label_prior: list[float] | None = None
     abstention: AbstentionRule | None = None
     carried_from: str | None = None  # the refit's: "best.ckpt", whose validation fitted it
+
+    def threshold(self, level: str, sets: str | None = None) -> float | list[float]:
+        """The threshold(s) of a stored level for the kind of sets asked (default: the kind this model serves)."""
+        if (sets or self.sets) == "mondrian" and level in self.conformal_by_label:
+            return list(self.conformal_by_label[level])
+        return float(self.conformal[level])
 
     def plain(self) -> dict[str, Any]:
         values = dataclasses.asdict(self)

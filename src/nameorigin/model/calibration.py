@@ -5,7 +5,10 @@ Temperature scaling (Guo et al. 2017) divides the logits by one number T, chosen
 negative log-likelihood; it changes no prediction, only confidence. Prediction sets use the "least ambiguous"
 score s = 1 - p(true language) (Sadinle et al. 2019): with q the ceil((n+1)c)/n quantile of the validation
 scores, the set {k : p_k >= 1 - q} holds the true language with probability at least c on exchangeable data.
-The top language is always in the set, so no name gets an empty answer. These few lines are written here
+The top language is always in the set, so no name gets an empty answer. Class-conditional (Mondrian) sets
+(Vovk 2012) take the same quantile within each true label's validation names, so that each label's coverage holds
+on its own rather than only on average over labels; those sets do not force the top label in, so one can be
+empty. These few lines are written here
 rather than wrapping the model in MAPIE or crepes: both expect scikit-learn estimators, and all that is needed
 is the quantile of one score.
 """
@@ -70,10 +73,40 @@ def conformal_thresholds(probs: torch.Tensor, targets: torch.Tensor, coverages: 
     return thresholds
 
 
-def prediction_sets(probs: torch.Tensor, threshold: float) -> torch.Tensor:
-    """[N, labels] bool: the languages whose probability reaches the threshold, and always the top one."""
-    members = probs >= threshold
-    members[torch.arange(len(probs)), probs.argmax(-1)] = True
+def mondrian_thresholds(probs: torch.Tensor, targets: torch.Tensor, coverages: Sequence[float],
+                        marginal: dict[str, float]) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+    """For each coverage c, a threshold per label from the validation names of that label alone. A label with
+    fewer than c / (1 - c) validation names (9 at 90 %) has no finite quantile: it takes the marginal threshold,
+    and is listed as a fallback."""
+    scores = 1 - probs.gather(1, targets[:, None]).squeeze(1).double()
+    thresholds: dict[str, list[float]] = {}
+    fallback: dict[str, list[int]] = {}
+    for coverage in coverages:
+        key, per_label, fell_back = level_key(coverage), [], []
+        for label in range(probs.shape[1]):
+            own = scores[targets == label].sort().values
+            rank = math.ceil((len(own) + 1) * coverage)
+            if rank > len(own):
+                per_label.append(marginal[key])
+                fell_back.append(label)
+            else:
+                per_label.append(1 - float(own[rank - 1]))
+        thresholds[key], fallback[key] = per_label, fell_back
+    return thresholds, fallback
+
+
+def prediction_sets(probs: torch.Tensor, threshold: float | Sequence[float]) -> torch.Tensor:
+    """[N, labels] bool: the languages whose probability reaches the threshold.
+
+    One threshold (marginal sets): the top language is always in, so no name gets an empty answer; that only
+    adds coverage. One threshold per label (class-conditional sets): exactly the labels that reach their own
+    threshold, as the method states it. Forcing the top label in would hold a label the model gets right more
+    often than the level (Russian: 97 %) far above it, and a set may rightly be empty: no label is likely enough
+    by its own names' standard."""
+    per_label = not isinstance(threshold, float | int)
+    members = probs >= torch.as_tensor(threshold, dtype=probs.dtype, device=probs.device)
+    if not per_label:
+        members[torch.arange(len(probs)), probs.argmax(-1)] = True
     return members
 
 
@@ -106,18 +139,20 @@ def share_calibration_error(probs: torch.Tensor, shares: torch.Tensor, bins: int
 
 
 def calibrate(logits: torch.Tensor, targets: torch.Tensor, coverages: Sequence[float], bins: int = 15,
-              shares: torch.Tensor | None = None) -> Calibration:
+              shares: torch.Tensor | None = None, sets: str = "marginal") -> Calibration:
     """Everything fitted on validation logits: temperature, ECE before and after, conformal thresholds. With
     shares (a model trained against them) the temperature minimizes the cross-entropy against the shares, which
     is what the model's probabilities mean; the conformal sets still cover each name's majority label."""
     temperature = fit_temperature(logits, targets if shares is None else shares / shares.sum(-1, keepdim=True))
     raw, scaled = logits.float().softmax(-1), (logits.float() / temperature).softmax(-1)
+    marginal = conformal_thresholds(scaled, targets, coverages)
+    by_label, fallback = mondrian_thresholds(scaled, targets, coverages, marginal)
     return Calibration(
         temperature=temperature, temperature_at_bound=at_bound(temperature), bins=bins, val_size=len(targets),
         val_ece_raw=expected_calibration_error(raw, targets, bins),
         val_ece=expected_calibration_error(scaled, targets, bins),
         val_ece_shares=None if shares is None else share_calibration_error(scaled, shares, bins),
-        conformal=conformal_thresholds(scaled, targets, coverages),
+        conformal=marginal, conformal_by_label=by_label, conformal_fallback=fallback, sets=sets,
         conformal_score="1 - p(true language), top language always included",
         # the label mix the calibrated probabilities carry, which --prior divides out (serving/prior.py)
         label_prior=scaled.mean(0).tolist())

@@ -113,8 +113,9 @@ class Predictor:
             return cls.from_exported(path, calibrated)
         return cls.from_checkpoint(path, device, calibrated)
 
-    def set_threshold(self, coverage: float) -> float:
-        """The conformal threshold stored for this coverage level; a clear error for any other level."""
+    def set_threshold(self, coverage: float) -> float | list[float]:
+        """The conformal threshold stored for this coverage level (one per label for class-conditional sets,
+        calibration.sets=mondrian); a clear error for any other level."""
         if self.undo_temperature != 1.0:
             raise UserError("--coverage sets are fitted on the calibrated probabilities: drop --uncalibrated")
         levels = self.calibration.conformal
@@ -124,7 +125,7 @@ class Predictor:
         if level_key(coverage) not in levels:
             raise UserError(f"--coverage {coverage:g} is not a level stored in this model: choose one of "
                                f"{', '.join(levels)}")
-        return float(levels[level_key(coverage)])
+        return self.calibration.threshold(level_key(coverage))
 
     def encode(self, name: str) -> tuple[list[int], str | None]:
         """Indices for one raw name, or an explanation of why it cannot be answered."""
@@ -247,7 +248,7 @@ class Predictor:
                         batch_size: int = BATCH_SIZE) -> list[NameExplanation]:
         return explain_names(self.net, encoded, names, self.labels, batch_size, self.undo_temperature)
 
-    def _sets(self, probs: torch.Tensor, threshold: float) -> list[list[str]]:
+    def _sets(self, probs: torch.Tensor, threshold: float | list[float]) -> list[list[str]]:
         members = prediction_sets(probs, threshold)
         order = probs.argsort(-1, descending=True)
         ranked = members.gather(1, order)

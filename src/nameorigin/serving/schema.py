@@ -70,7 +70,9 @@ class OutputField:
 
 
 def set_text(field: OutputField, value: Any, prediction: Any, options: OutputOptions) -> str | None:
-    return None if value is None else f"set: {', '.join(value)}"
+    if value is None:
+        return None  # a class-conditional set can be empty: no label reaches its own threshold
+    return f"set: {', '.join(value)}" if value else "set: (empty: no label reaches its threshold)"
 
 
 def explanation_text(field: OutputField, why: Any, prediction: Any, options: OutputOptions) -> str | None:

@@ -12,6 +12,7 @@ from nameorigin.base.atomic import write_atomically
 from nameorigin.data.batching import is_refit
 from nameorigin.data.names import shipped_corpus
 from nameorigin.model.artifacts import Calibration
+from nameorigin.model.label_report import report_table, weakest_line
 from nameorigin.training.checkpointing import update_checkpoint
 from nameorigin.training.sizing import describe
 
@@ -82,6 +83,22 @@ def label_source(columns: dict) -> str:
     return source + (f", each row weighted in the training loss by `{weight}`" if weight else "")
 
 
+def set_rows(calibration: Calibration, level: str, metrics: dict[str, Any]) -> list[str]:
+    """The prediction-set table's rows of one level: each kind of set fitted, the served one marked."""
+    name, rows = f"{float(level) * 100:g}", []
+    for kind in ("marginal", "mondrian") if level in calibration.conformal_by_label else ("marginal",):
+        threshold = calibration.threshold(level, kind)
+        shown = f"{threshold:.4f}" if isinstance(threshold, float) else \
+            f"{min(threshold):.4f} to {max(threshold):.4f}, per label"
+        fallback = len(calibration.conformal_fallback.get(level, [])) if kind == "mondrian" else 0
+        served = " (served)" if kind == calibration.sets else ""
+        rows.append(f"| {level} | {'class-conditional' if kind == 'mondrian' else kind}{served}"
+                    + (f", {fallback} labels too rare: marginal" if fallback else "") + f" | {shown} | "
+                    f"{percent(metrics.get(f'test/coverage_{name}_{kind}'))} | "
+                    f"{metrics.get(f'test/set_size_{name}_{kind}', float('nan')):.2f} |")
+    return rows
+
+
 def people_weight(columns: dict) -> str:
     return "each name counted once per row" if columns.get("rows") == "people" else \
         f"weighted by `{columns['weight_column']}`"
@@ -94,7 +111,8 @@ def picked_lines(picks: list) -> list[str]:
 
 
 def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: str,
-           picks: list | None = None) -> str:
+           picks: list | None = None, label_rows: list[dict] | None = None) -> str:
+    """The card's Markdown; `label_rows`: the test split's per-label report (nameorigin.model.label_report)."""
     hp, data = checkpoint["hyper_parameters"], checkpoint.get("data") or {}
     model, transfer = hp["config"], hp.get("transfer") or {}
     calibration = Calibration.from_plain(checkpoint.get("calibration"))
@@ -163,6 +181,8 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
            f"{metrics['test/macro_f1_in_pretrain']:.3f}; not found: accuracy "
            f"{percent(metrics['test/acc_not_in_pretrain'])}, macro-F1 {metrics['test/macro_f1_not_in_pretrain']:.3f}."]
           if "test/acc_in_pretrain" in metrics else []),
+        *([f"- {weakest_line(label_rows, label)} Every {label}'s figures with their intervals: below."]
+          if label_rows and weakest_line(label_rows, label) else []),
         ("- The reference on this same split is a logistic regression over hashed character 1-4-grams fitted by "
          f"SGD: `python scripts/predict.py CKPT --evaluate {manifest.get('root', 'DIR')} --baseline sgd` fits it "
          "(alpha chosen on " if large else
@@ -170,12 +190,19 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
          f"`python scripts/predict.py CKPT --evaluate {manifest.get('root', 'DIR')} --baseline` fits it (C chosen on ")
         + f"validation{', then refitted on train + validation as this model was' if refitted else ''}) and compares "
         "the two on the same test names, with a paired bootstrap interval.", "",
-        f"| {label} | test names | F1 |", "|---|---|---|",
     ]
-    for each in labels:
-        f1 = metrics.get(f"test_f1/{each}")
-        lines.append(f"| {each} | {counts.get('test', {}).get(each, 0)} | "
-                     f"{'n/a' if f1 is None else f'{f1:.3f}'} |")
+    if label_rows:
+        lines += [f"### Every {label}", "",
+                  "Each figure with its 95 % interval: Wilson for precision, recall and set coverage, a bootstrap "
+                  "over the test names for F1. ECE (one vs rest): the calibration error of the label's own "
+                  "probability. With few test names the intervals are wide: read them before the figures.", "",
+                  *report_table(label_rows, label)]
+    else:
+        lines += [f"| {label} | test names | F1 |", "|---|---|---|"]
+        for each in labels:
+            f1 = metrics.get(f"test_f1/{each}")
+            lines.append(f"| {each} | {counts.get('test', {}).get(each, 0)} | "
+                         f"{'n/a' if f1 is None else f'{f1:.3f}'} |")
     if not calibration:
         lines += ["", "## Calibration",
                   "Off for this run (calibration.enabled=false): the probabilities are the raw softmax, with test "
@@ -197,11 +224,13 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
                   "with probability C."
                   + (" This model also trained on the validation names, so that is no longer guaranteed: the test "
                      "column measures it." if refitted else ""), "",
-                  "| coverage asked | probability threshold | test coverage | mean set size |", "|---|---|---|---|"]
-        for level, threshold in calibration.conformal.items():
-            name = f"{float(level) * 100:g}"
-            lines.append(f"| {level} | {threshold:.4f} | {percent(metrics.get(f'test/coverage_{name}'))} | "
-                         f"{metrics.get(f'test/set_size_{name}', float('nan')):.2f} |")
+                  "Marginal sets hold the true label that often over all test names; class-conditional "
+                  "(Mondrian) sets, a threshold per label, hold it that often within each label "
+                  f"(`calibration.sets`; this model serves {calibration.sets} sets).", "",
+                  "| coverage asked | sets | probability threshold | test coverage | mean set size |",
+                  "|---|---|---|---|---|"]
+        for level in calibration.conformal:
+            lines += set_rows(calibration, level, metrics)
         rule = calibration.abstention
         if rule:
             lines += ["", "## Abstention (names out of the model's depth)",
@@ -219,14 +248,14 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
 
 
 def write_model_card(output_dir: Path, checkpoint_path: str | Path, metrics: dict[str, Any],
-                     picks: list | None = None) -> Path:
+                     picks: list | None = None, label_rows: list[dict] | None = None) -> Path:
     """Render the card from the checkpoint and the run's metrics; write MODEL_CARD.md and embed it."""
     import torch
 
     checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
     manifest_path = Path(output_dir) / "split.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
-    text = render(checkpoint, metrics, manifest, reproduce_command(), picks)
+    text = render(checkpoint, metrics, manifest, reproduce_command(), picks, label_rows)
     path = Path(output_dir) / "MODEL_CARD.md"
     write_atomically(path, lambda p: p.write_text(text, encoding="utf-8"))
     update_checkpoint(checkpoint_path, lambda ckpt: ckpt.__setitem__("model_card", text))

@@ -13,8 +13,9 @@ from nameorigin.model.artifacts import Calibration
 from nameorigin.model.calibration import reliability
 from nameorigin.model.charrnn import SHARED_WEIGHTS
 from nameorigin.model.explain import explain_names, explainable
+from nameorigin.model.label_report import REPORT_LEVEL
 from nameorigin.training.callbacks import tensorboard_writer
-from nameorigin.training.plots import confusion_figure, figure_to_writer, reliability_figure
+from nameorigin.training.plots import confusion_figure, figure_to_writer, label_report_figure, reliability_figure
 
 HP_METRICS = ("hp/val_acc_best", "hp/test_acc", "hp/test_macro_f1")
 
@@ -86,6 +87,9 @@ class Dashboard(Callback):
         self._projector(writer, pl_module, trainer.global_step)
         self._predictions_text(writer, trainer, pl_module)
         self._test_reliability(writer, pl_module, trainer.global_step)
+        if pl_module.label_report:
+            figure_to_writer(writer, "test/per_label", label_report_figure(pl_module.label_report, REPORT_LEVEL),
+                             trainer.global_step)
         writer.flush()
 
     def _test_reliability(self, writer: Any, pl_module: pl.LightningModule, step: int) -> None:

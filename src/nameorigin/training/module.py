@@ -21,8 +21,9 @@ from nameorigin.base.textnorm import UNK
 from nameorigin.config import ModelConfig, TransferShape, from_plain, plain
 from nameorigin.data.batching import Batch, OneLengthRows
 from nameorigin.model.artifacts import CHECKPOINT_FORMAT, Calibration
-from nameorigin.model.calibration import expected_calibration_error, prediction_sets, share_calibration_error
+from nameorigin.model.calibration import expected_calibration_error, level_key, prediction_sets, share_calibration_error
 from nameorigin.model.charrnn import build_net
+from nameorigin.model.label_report import REPORT_LEVEL, label_report, served_and_compared
 from nameorigin.model.novelty import CharTrigrams, ood_score
 from nameorigin.training.graphed import GraphedSteps, device_rows, fast_optimizer
 
@@ -84,6 +85,7 @@ class NameClassifier(pl.LightningModule):
         self.capture_next_step = False  # set by GradAccumulationLogger for the steps it inspects
         self.calibration: Calibration | None = None  # fitted on validation after training
         self.test_outputs: list[tuple[torch.Tensor, ...]] = []  # (logits, targets, shares, abstaining) of the test pass
+        self.label_report: list[dict] | None = None  # nameorigin.model.label_report, after a test pass
         self.fast_path_clip: float | None = None  # set with the fast path on (nameorigin.training.graphed.enable)
         self.fast: GraphedSteps | None = None
 
@@ -220,11 +222,18 @@ class NameClassifier(pl.LightningModule):
         self.log("test/ece", expected_calibration_error(probs, targets, bins), sync_dist=True)
         if self.config.soft_targets:  # over people: a name's predicted label is right for its share of them
             self.log("test/ece_shares", share_calibration_error(probs, shares, bins), sync_dist=True)
-        for level, threshold in calibration.conformal.items():
-            sets = prediction_sets(probs, threshold)
+        for level in calibration.conformal:
             name = f"{float(level) * 100:g}"
-            self.log(f"test/coverage_{name}", sets.gather(1, targets[:, None]).float().mean(), sync_dist=True)
-            self.log(f"test/set_size_{name}", sets.sum(1).float().mean(), sync_dist=True)
+            kinds = ["marginal", "mondrian"] if level in calibration.conformal_by_label else ["marginal"]
+            for kind in [None, *kinds]:  # None: the sets this model serves (calibration.sets)
+                sets = prediction_sets(probs, calibration.threshold(level, kind))
+                suffix = f"_{kind}" if kind else ""
+                self.log(f"test/coverage_{name}{suffix}", sets.gather(1, targets[:, None]).float().mean(),
+                         sync_dist=True)
+                self.log(f"test/set_size_{name}{suffix}", sets.sum(1).float().mean(), sync_dist=True)
+        thresholds = served_and_compared(calibration, level_key(REPORT_LEVEL))
+        self.label_report = label_report(probs, targets, self.hparams.labels, thresholds,
+                                         abstained if rule else None, bins)
 
     def abstaining(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """[B, 2]: each name's share of characters never in training, and its letters' novelty (0 without a

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import re
 import warnings
@@ -16,6 +17,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
+from nameorigin.base.atomic import write_atomically
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig, check_run, from_plain, shape_fields
@@ -179,8 +181,11 @@ def train(cfg: DictConfig) -> dict[str, float]:
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
     metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
     if trainer.is_global_zero:
+        if model.label_report is not None:  # the test split's per-label report, beside the card
+            write_atomically(output_dir / "label_report.json",
+                             lambda path: path.write_text(json.dumps(model.label_report, indent=1)))
         if final and cfg.card.enabled:
-            write_model_card(output_dir, final, metrics, picks)
+            write_model_card(output_dir, final, metrics, picks, model.label_report)
         report(metrics, output_dir)
     return metrics
 
@@ -253,7 +258,7 @@ def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningData
     model.net.temperature.fill_(1.0)
     logits, targets, shares = model.collect_logits(datamodule.whole_split_loader("val"))  # rank 0 alone: all of it
     summary = calibrate(logits, targets, list(settings.coverages), int(settings.bins),
-                        shares if model.config.soft_targets else None)
+                        shares if model.config.soft_targets else None, str(settings.sets))
     summary.abstention = fit_abstention(datamodule, logits / summary.temperature,
                                            float(settings.false_abstention), float(settings.max_unknown_share))
 
@@ -273,7 +278,8 @@ def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningData
 
 def report(metrics: dict[str, Any], output_dir: Path) -> None:
     """Where things are, printed last so it is the first thing a user sees."""
-    shown = {k: v for k, v in metrics.items() if k.startswith(("test/", "val/acc_best")) and "_f1/" not in k}
+    shown = {k: v for k, v in metrics.items() if k.startswith(("test/", "val/acc_best")) and "_f1/" not in k
+             and not k.endswith(("_marginal", "_mondrian"))}  # each kind of set: in the model card
     lines = [f"  {k:<16} {v:.4f}" for k, v in sorted(shown.items())]
     final, best = metrics.get("model_checkpoint"), metrics.get("best_checkpoint")
     if final and final != best:

@@ -86,3 +86,31 @@ def reliability_figure(curves: dict[str, dict[str, list[float]]], title: str) ->
     ax.legend(fontsize=7)
     figure.tight_layout()
     return figure
+
+
+def label_report_figure(rows: Sequence[dict], level: float) -> plt.Figure:
+    """Per label (nameorigin.model.label_report): recall with its 95 % interval, and how often the label's names'
+    prediction sets hold it, each kind of set with its interval, against the level asked (dashed)."""
+    height = 0.9 + 0.28 * len(rows)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(9, height), sharey=True)
+    places = list(range(len(rows)))[::-1]
+    kinds = [kind for kind in ("marginal", "mondrian") if rows and f"set_coverage_{kind}" in rows[0]]
+    panels = [(left, [("recall", "recall")], "recall (95 % interval)"),
+              (right, [(f"set_coverage_{kind}", kind) for kind in kinds], f"{level * 100:g} % set holds the label")]
+    for ax, series, title in panels:
+        for shift, (key, name) in enumerate(series):
+            points = [(y + 0.15 * shift, row[key], row[f"{key}_95"]) for y, row in zip(places, rows, strict=True)
+                      if row[key] is not None]
+            if points:
+                ys, values, bounds = zip(*points, strict=True)
+                errors = [[max(0.0, v - b[0]) for v, b in zip(values, bounds, strict=True)],
+                          [max(0.0, b[1] - v) for v, b in zip(values, bounds, strict=True)]]
+                ax.errorbar(values, ys, xerr=errors, fmt="o", markersize=3, capsize=2, label=name)
+        ax.set_xlim(0, 1.02)
+        ax.set_title(title, fontsize=9)
+    right.axvline(level, color="grey", linestyle="--", linewidth=0.8)
+    if len(kinds) > 1:
+        right.legend(fontsize=7, loc="lower left")
+    left.set_yticks(places, [f"{row['label']} ({row['test_names']})" for row in rows], fontsize=7)
+    figure.tight_layout()
+    return figure
