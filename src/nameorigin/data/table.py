@@ -40,6 +40,9 @@ from nameorigin.data.names import EncodedNames, NamesDataModule
 # The column settings a checkpoint keeps (to read the table again), and those its sha256 covers.
 COLUMN_SETTINGS = ("name_column", "label_column", "label_separator", "delimiter", "share_columns", "weight_column",
                    "rows")
+# People are counted from each chunk's cells as Python lists: Parquet chunks smaller than the reader's default
+# keep those lists a small part of the memory.
+PEOPLE_CHUNK = 1 << 18
 DIGESTED = ("name_column", "label_column", "label_separator", "share_columns", "weight_column", "rows")
 
 
@@ -110,11 +113,12 @@ def read_people(config: TableDataConfig, reader: TableReader) -> Table:
     reader.require(config.name_column, f"data.name_column={config.name_column}")
     reader.require(config.label_column, f"data.label_column={config.label_column}")
     cells: Counter = Counter()
-    for chunk in reader.chunks([config.name_column, config.label_column]):
+    for chunk in reader.chunks([config.name_column, config.label_column], PEOPLE_CHUNK if reader.parquet else None):
         cells.update(zip(chunk.cells(config.name_column), chunk.cells(config.label_column), strict=True))
     counts = Counter({"rows": sum(cells.values()), "blank_name": 0, "long_name": 0, "blank_label": 0})
-    people: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for (name_cell, label_cell), rows in cells.items():
+    people: dict[str, dict[str, float]] = {}
+    while cells:  # emptied as it goes: the raw pairs and the pooled names are not both held whole
+        (name_cell, label_cell), rows = cells.popitem()
         labels = [label.strip() for label in text(label_cell).split(config.label_separator) if label.strip()]
         name = normalize_name(text(name_cell), config.normalize.value)
         reason = "blank_label" if not labels else "blank_name" if not name else \
@@ -122,20 +126,26 @@ def read_people(config: TableDataConfig, reader: TableReader) -> Table:
         if reason:
             counts[reason] += rows
             continue
+        mine = people.setdefault(name, {})
         for label in labels:
-            people[name][label] += rows / len(labels)
+            mine[label] = mine.get(label, 0.0) + rows / len(labels)
     if counts["rows"] and counts["blank_label"] == counts["rows"]:
         raise UserError(f"data.label_column={config.label_column} is blank on every row of {config.path}: name "
                         "the column that holds the labels")
     names = sorted(people)
     labels = sorted({label for shares in people.values() for label in shares})
     column = {label: k for k, label in enumerate(labels)}
-    amounts = np.zeros((len(names), len(labels)))
+    # Filled a name at a time, in float32: a float64 [names, labels] matrix would be the largest thing held.
+    shares, weights = np.zeros((len(names), len(labels)), dtype=np.float32), np.zeros(len(names))
     for row, name in enumerate(names):
-        for label, rows in people[name].items():
-            amounts[row, column[label]] = rows
+        mine = people.pop(name)
+        total = weights[row] = sum(mine.values())
+        for label, amount in mine.items():
+            shares[row, column[label]] = amount / total
+    majority = shares.argmax(1) if len(names) else np.zeros(0, dtype=int)
+    pairs = [(name, labels[k]) for name, k in zip(names, majority.tolist(), strict=True)]
     counts["distinct_names"] = len(names)
-    return shares_table(names, labels, amounts, table_digest(Path(config.path), config), dict(counts), True)
+    return Table(pairs, labels, table_digest(Path(config.path), config), dict(counts), shares, weights)
 
 
 def read_table(config: TableDataConfig) -> Table:
