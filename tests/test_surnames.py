@@ -27,6 +27,7 @@ from conftest import (
 )
 
 from nameorigin.base.errors import UserError
+from nameorigin.base.textnorm import normalize_name
 from nameorigin.config import ModelConfig
 from nameorigin.data.surnames import VOCAB, Surnames, SurnamesDataModule, convert
 from nameorigin.model.known import KnownNames
@@ -324,3 +325,27 @@ def test_real_package_converts_with_the_documented_counts(tmp_path):
 def test_surnames_datamodule_refuses_bad_settings(kwargs, message):
     with pytest.raises(UserError, match=re.escape(message)):
         SurnamesDataModule(**{"cache": "unused", **kwargs})
+
+
+def test_the_people_table_draws_people_from_the_surnames_and_counts_them(tiny_surnames, tmp_path):
+    """table_scale's people table: a row per person from the converted surnames, each person's country one of the
+    name's own, then counted as data.rows=people does (the tiny cache has too few names per country to split,
+    which the 20-million-row figure in the docs does)."""
+    import pyarrow.parquet as pq
+
+    from nameorigin.cli.table_scale import PEOPLE, write_people
+    from nameorigin.config import TableDataConfig
+    from nameorigin.data.table import read_table
+
+    cache, _ = tiny_surnames
+    out = write_people(tmp_path / "people.parquet", 20000, cache)
+    corpus = Surnames(cache)
+    rows = pq.read_table(out).to_pylist()
+    assert len(rows) == 20000
+    allowed = {name: {corpus.countries[j] for j, share in zip(corpus.top_index[k].tolist(),
+                                                             corpus.top_share[k].tolist(), strict=True) if share > 0}
+               for k, name in enumerate(corpus.names)}
+    assert all(row["country"] in allowed[row["name"]] for row in rows)
+    table = read_table(TableDataConfig(path=str(out), **PEOPLE))
+    assert table.counts["rows"] == 20000 and table.weights.sum() == 20000 - table.counts["blank_name"]
+    assert table.counts["distinct_names"] == len({normalize_name(row["name"], "ascii") for row in rows} - {""})

@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         result = json.loads(child.stdout.strip().splitlines()[-1])
         speed = result["rows_per_second"]
         print(f"{mode:<8} {result['rows']:>10,} {result['names']:>10,} {speed['read']:>12,.0f} "
-              f"{speed['split']:>13,.0f} {speed['encode']:>14,.0f} {result['peak_rss_gb']:>7.2f} GB")
+              f"{speed['split']:>13,.0f} {speed['encode']:>14,.0f} {result['peak_rss_gb']:>6.2f} GiB")
         if result["distinct_names"] is not None:
             print(f"counted {result['rows']:,} people into {result['distinct_names']:,} distinct names")
     return 0
