@@ -19,7 +19,6 @@ from conftest import (
     last_scalars,
     run_dirs,
     run_in_process,
-    run_script,
     score_in_one_process,
     train,
     train_refused,
@@ -253,9 +252,9 @@ def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_sur
     assert any(abs(answer.explanation.parts[-1][2]) > 1e-6 for answer in Predictor.from_checkpoint(best).explain(known))
     # The known-name lookup exports as a torch.export program (agreeing to 1e-5); ONNX is refused, cleanly.
     export = str(ROOT / "scripts" / "export.py")
-    refused = run_script([export, str(best), "--out", str(tmp_path / "x" / "m"), "--formats", "onnx"], cwd=tmp_path)
+    refused = run_in_process([export, str(best), "--out", str(tmp_path / "x" / "m"), "--formats", "onnx"], tmp_path)
     assert refused.returncode == 2 and "searchsorted" in refused.stderr and not (tmp_path / "x").exists()
-    written = run_script([export, str(best), "--out", str(tmp_path / "e" / "m")], cwd=tmp_path)
+    written = run_in_process([export, str(best), "--out", str(tmp_path / "e" / "m")], tmp_path)
     assert written.returncode == 0 and sorted(p.name for p in (tmp_path / "e").iterdir()) == ["m.json", "m.pt2"]
     ours, served = Predictor.from_checkpoint(best), Predictor.load(tmp_path / "e" / "m.pt2")
     encoded = [ours.encode(n)[0] for n in ["Kanemoto", "Muller", "De La Cruz", "Pavlovsky", "Zzz"]]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, TINY, run_dirs, run_in_process, run_script, train, train_refused, write_corpus
+from conftest import ROOT, TINY, run_dirs, run_in_process, train, train_refused, write_corpus
 
 from nameorigin.data.names import NamesDataModule, label_files
 from nameorigin.data.table import TableDataModule
@@ -72,8 +72,8 @@ def test_a_table_of_its_own_trains_end_to_end_and_evaluates_beside_the_baseline(
     assert manifest["labels"] == ["east", "north", "south"] and manifest["names_with_several_languages"] == 1
     checkpoint = torch.load(run / "checkpoints" / "refit.ckpt", weights_only=True)
     assert checkpoint["data"]["label_column"] == "label" and checkpoint["data"]["trained_on"] == "train+val"
-    evaluated = run_script([str(ROOT / "scripts" / "predict.py"), str(run / "checkpoints" / "refit.ckpt"),
-                            "--evaluate", str(table), "--baseline"], cwd=tmp_path, timeout=300)
+    evaluated = run_in_process([str(ROOT / "scripts" / "predict.py"), str(run / "checkpoints" / "refit.ckpt"),
+                                "--evaluate", str(table), "--baseline"], cwd=tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     assert "test split:" in evaluated.stdout and "baseline" in evaluated.stdout.lower()
     # What a label is called follows data.label_name: the JSON key, the table column and the card.

@@ -188,8 +188,8 @@ def test_a_share_table_with_weights_trains_calibrates_on_the_shares_and_evaluate
 
 @pytest.mark.slow
 def test_the_scale_report_reads_splits_and_encodes_a_table(tmp_path):
-    result = run_script([str(ROOT / "scripts" / "table_scale.py"), "--rows", "3000", "--mode", "shares", "--out",
-                         str(tmp_path / "big.csv")], cwd=tmp_path)
+    result = run_in_process([str(ROOT / "scripts" / "table_scale.py"), "--rows", "3000", "--mode", "shares", "--out",
+                             str(tmp_path / "big.csv")], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = {line.split()[0]: line.split() for line in result.stdout.splitlines()[2:]}
     assert set(lines) == {"shares"}, result.stdout
