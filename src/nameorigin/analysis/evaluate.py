@@ -12,7 +12,16 @@ from nameorigin.data.names import label_files, read_corpus, split_by_name
 from nameorigin.data.table import COLUMN_SETTINGS, read_table
 from nameorigin.model.artifacts import Calibration
 from nameorigin.model.calibration import expected_calibration_error, level_key, prediction_sets
-from nameorigin.model.label_report import REPORT_LEVEL, label_report, report_table, served_and_compared, weakest_line
+from nameorigin.model.charrnn import batch_tokens
+from nameorigin.model.label_report import (
+    REPORT_LEVEL,
+    f1_from_confusion,
+    label_report,
+    report_table,
+    served_and_compared,
+    weakest_line,
+)
+from nameorigin.serving.abstain import abstentions
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
 
 
@@ -20,10 +29,7 @@ def scores(truth: torch.Tensor, preds: torch.Tensor, k: int) -> tuple[float, flo
     """Accuracy, macro-F1, per-class F1 and the confusion matrix. Macro-F1 averages the languages that occur in
     the truth or the predictions (as torchmetrics does), so a subset without some language is not penalized."""
     confusion = torch.bincount(truth * k + preds, minlength=k * k).view(k, k)
-    tp = confusion.diag().double()
-    precision = tp / confusion.sum(0).double().clamp_min(1)
-    recall = tp / confusion.sum(1).double().clamp_min(1)
-    f1 = 2 * precision * recall / (precision + recall).clamp_min(1e-12)
+    tp, f1 = confusion.diag().double(), f1_from_confusion(confusion)
     present = (confusion.sum(0) + confusion.sum(1)) > 0
     return float(tp.sum() / max(len(truth), 1)), float(f1[present].mean()), f1.tolist(), confusion
 
@@ -48,7 +54,6 @@ def checkpoint_splits(predictor: Predictor, root: str | Path) -> dict[str, list[
     return split_by_name(pairs, settings["split_fractions"], settings["split_seed"])
 
 
-SET_LEVEL = REPORT_LEVEL  # the prediction-set level evaluate() reports
 
 
 def ranked_scores(probs: torch.Tensor, truth: torch.Tensor, calibration: Calibration) -> dict:
@@ -58,9 +63,9 @@ def ranked_scores(probs: torch.Tensor, truth: torch.Tensor, calibration: Calibra
     rank = (probs > probs.gather(1, truth[:, None])).sum(1)  # how many labels score above the true one
     result = {"precision_at": {k: float((rank < k).double().mean()) for k in range(1, min(5, probs.shape[1]) + 1)},
               "ece": expected_calibration_error(probs, truth)}
-    if level_key(SET_LEVEL) in calibration.conformal:
-        sets = prediction_sets(probs, calibration.threshold(level_key(SET_LEVEL)))
-        result["set_level"] = SET_LEVEL
+    if level_key(REPORT_LEVEL) in calibration.conformal:
+        sets = prediction_sets(probs, calibration.threshold(level_key(REPORT_LEVEL)))
+        result["set_level"] = REPORT_LEVEL
         result["set_coverage"] = float(sets.gather(1, truth[:, None]).double().mean())
         result["set_size"] = float(sets.sum(1).double().mean())
     return result
@@ -74,19 +79,23 @@ def evaluate(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZ
     those not found."""
     test = checkpoint_splits(predictor, root)["test"]
     index = {label: i for i, label in enumerate(predictor.labels)}
-    encoded = [predictor.encode(name)[0] or [1] for name, _ in test]
-    probs = predictor.probabilities(encoded, batch_size)
+    encoded = [predictor.encode(name) for name, _ in test]
+    padded = batch_tokens([codes or [1] for codes, _ in encoded], torch.device("cpu"))
+    calibration = predictor.calibration if predictor.undo_temperature == 1.0 else Calibration()
+    energy = torch.empty(len(test)) if calibration.abstention else None
+    probs = predictor.probabilities(padded, batch_size, energy)
     preds = probs.argmax(-1)
     truth = torch.tensor([index[language] for _, language in test])
     k = len(predictor.labels)
     accuracy, macro_f1, f1, confusion = scores(truth, preds, k)
-    calibration = predictor.calibration if predictor.undo_temperature == 1.0 else Calibration()
-    abstained = torch.tensor([bool(answer.abstained) for answer in predictor.predict(
-        [name for name, _ in test], top_k=1, batch_size=batch_size)]) if calibration.abstention else None
+    # Which test names abstain, as predict() decides it (an unusable name too), from this one forward pass.
+    abstained = None if energy is None else torch.tensor(
+        [error is not None or code is not None for (_, error), (code, _) in
+         zip(encoded, abstentions(predictor, padded, energy, None, None, batch_size), strict=True)])
     result = {"size": len(test), "accuracy": accuracy, "macro_f1": macro_f1,
               **ranked_scores(probs, truth, calibration),
               "per_label": label_report(probs, truth, predictor.labels,
-                                        served_and_compared(calibration, level_key(SET_LEVEL)), abstained,
+                                        served_and_compared(calibration, level_key(REPORT_LEVEL)), abstained,
                                         calibration.bins),
               "per_class_f1": dict(zip(predictor.labels, f1, strict=True)),
               "labels": predictor.labels, "confusion": confusion.tolist(), "correct": (preds == truth).tolist()}

@@ -67,6 +67,10 @@ class Calibration:
     abstention: AbstentionRule | None = None
     carried_from: str | None = None  # the refit's: "best.ckpt", whose validation fitted it
 
+    def set_kinds(self, level: str) -> list[str]:
+        """The kinds of prediction set fitted at a stored level: marginal, and mondrian where it was fitted."""
+        return ["marginal", "mondrian"] if level in self.conformal_by_label else ["marginal"]
+
     def threshold(self, level: str, sets: str | None = None) -> float | list[float]:
         """The threshold(s) of a stored level for the kind of sets asked (default: the kind this model serves)."""
         if (sets or self.sets) == "mondrian" and level in self.conformal_by_label:

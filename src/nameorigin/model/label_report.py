@@ -27,8 +27,7 @@ def served_and_compared(calibration: Calibration, level: str) -> dict[str, float
     """The thresholds of both kinds of set a calibration holds at `level` (marginal; mondrian where fitted)."""
     if level not in calibration.conformal:
         return {}
-    kinds = ["marginal", "mondrian"] if level in calibration.conformal_by_label else ["marginal"]
-    return {kind: calibration.threshold(level, kind) for kind in kinds}
+    return {kind: calibration.threshold(level, kind) for kind in calibration.set_kinds(level)}
 
 
 def wilson(successes: int, trials: int, z: float = Z95) -> list[float]:

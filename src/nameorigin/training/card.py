@@ -86,7 +86,7 @@ def label_source(columns: dict) -> str:
 def set_rows(calibration: Calibration, level: str, metrics: dict[str, Any]) -> list[str]:
     """The prediction-set table's rows of one level: each kind of set fitted, the served one marked."""
     name, rows = f"{float(level) * 100:g}", []
-    for kind in ("marginal", "mondrian") if level in calibration.conformal_by_label else ("marginal",):
+    for kind in calibration.set_kinds(level):
         threshold = calibration.threshold(level, kind)
         shown = f"{threshold:.4f}" if isinstance(threshold, float) else \
             f"{min(threshold):.4f} to {max(threshold):.4f}, per label"

@@ -224,8 +224,7 @@ class NameClassifier(pl.LightningModule):
             self.log("test/ece_shares", share_calibration_error(probs, shares, bins), sync_dist=True)
         for level in calibration.conformal:
             name = f"{float(level) * 100:g}"
-            kinds = ["marginal", "mondrian"] if level in calibration.conformal_by_label else ["marginal"]
-            for kind in [None, *kinds]:  # None: the sets this model serves (calibration.sets)
+            for kind in [None, *calibration.set_kinds(level)]:  # None: the sets this model serves (calibration.sets)
                 sets = prediction_sets(probs, calibration.threshold(level, kind))
                 suffix = f"_{kind}" if kind else ""
                 self.log(f"test/coverage_{name}{suffix}", sets.gather(1, targets[:, None]).float().mean(),
