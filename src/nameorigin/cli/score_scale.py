@@ -2,10 +2,12 @@
 by Zipf weights (exponent 1.1 over the names ordered by their best rank in any country), then, each in a fresh
 process, score it as `nameorigin-predict --file --column` does, Parquet in and out and CSV in and out, beside
 scoring every row of its first rows on their own (the reference); report rows/s, distinct names and peak RSS,
-and check that grouping gives the reference's answers on a sample.
+and check that grouping gives the reference's answers on a sample. With --ray N, the Parquet table is also scored
+through Ray Data on a local cluster of this machine's cores (N actors), and its output compared with the
+single-process Parquet output row by row.
 
   nameorigin-score-scale refit.ckpt                          # 10M rows, a 1M-row reference slice, 200k checked
-  nameorigin-score-scale refit.ckpt --rows 1000000 --slice 100000 --check 20000
+  nameorigin-score-scale refit.ckpt --rows 1000000 --slice 100000 --check 20000 --ray 2
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ def write_people(folder: Path, rows: int, reference_rows: int, seed: int) -> dic
 
 def measure(spec: dict) -> dict:
     """One contender, in this process: score `source` into `out`; seconds, rows and peak RSS."""
+    if spec.get("ray"):
+        return measure_ray(spec)
     from nameorigin.serving.predict import Predictor
     from nameorigin.serving.table import predict_table
 
@@ -75,6 +79,48 @@ def measure(spec: dict) -> dict:
     summary = predict_table(predictor, spec["source"], "surname", spec["out"], distinct=spec["distinct"])
     seconds = time.perf_counter() - start
     return {"rows": summary.rows, "names": summary.names, "seconds": seconds, "peak_rss_gb": peak_rss_gb()}
+
+
+def measure_ray(spec: dict) -> dict:
+    """The Ray contender: a local cluster of this machine's cores, `spec["ray"]` actors of one thread each. The
+    seconds count the scoring job; starting the cluster is reported apart (a running cluster pays it once)."""
+    import shutil
+
+    import pyarrow.parquet as pq
+    import ray
+
+    from nameorigin.serving.ray_data import score_dataset
+
+    start = time.perf_counter()
+    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    started = time.perf_counter()
+    shutil.rmtree(spec["out"], ignore_errors=True)
+    try:
+        score_dataset(spec["checkpoint"], spec["source"], spec["out"], "surname", concurrency=spec["ray"], threads=1)
+        seconds = time.perf_counter() - started
+    finally:
+        ray.shutdown()
+    rows = sum(pq.ParquetFile(path).metadata.num_rows for path in Path(spec["out"]).glob("*.parquet"))
+    return {"rows": rows, "names": None, "seconds": seconds, "cluster_start_seconds": started - start,
+            "peak_rss_gb": peak_rss_gb()}
+
+
+def same_as_single_process(ray_out: Path, single: Path) -> dict:
+    """Ray's output (a folder of Parquet files, in the input's order) against the single-process Parquet output:
+    every column equal but the probabilities, which may differ by float rounding (up to 1e-6)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ours = pa.concat_tables([pq.read_table(path) for path in sorted(ray_out.glob("*.parquet"))])
+    theirs = pq.read_table(single)
+    gap, differing = 0.0, [] if ours.num_rows == theirs.num_rows else ["rows"]
+    for name in theirs.column_names if not differing else []:
+        a, b = (t.column(name).to_numpy(zero_copy_only=False) for t in (ours, theirs))
+        if name.startswith("pred_probability"):
+            gap = max(gap, float(np.nanmax(np.abs(a.astype(float) - b.astype(float)), initial=0.0)))
+        elif not (a == b).all():
+            differing.append(name)
+    return {"rows": theirs.num_rows, "max_probability_gap": gap, "differing_columns": differing}
 
 
 def peak_rss_gb() -> float:
@@ -124,6 +170,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="rows scored both ways and compared answer by answer (default 200k)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the Zipf draw (default 0)")
     parser.add_argument("--folder", default="outputs/score_scale", help="where the tables and outputs are written")
+    parser.add_argument("--ray", type=int, default=0, metavar="ACTORS",
+                        help="also score the Parquet table through Ray Data with this many actors (needs the [ray] "
+                        "extra; default 0: not at all)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # the child process: JSON of one contender
     args = parser.parse_args(argv)
@@ -153,9 +202,12 @@ def main(argv: list[str] | None = None) -> int:
              "csv": (paths["csv"], folder / "scored.csv", True),
              "every_row": (paths["slice"], folder / "scored_every_row.parquet", False)}
     results = {}
-    for contender in CONTENDERS:
+    contenders = [*CONTENDERS, *(["ray"] if args.ray else [])]
+    specs["ray"] = (paths["parquet"], folder / "scored_ray", True)
+    for contender in contenders:
         source, out, distinct = specs[contender]
-        spec = {"checkpoint": args.checkpoint, "source": str(source), "out": str(out), "distinct": distinct}
+        spec = {"checkpoint": args.checkpoint, "source": str(source), "out": str(out), "distinct": distinct,
+                "ray": args.ray if contender == "ray" else 0}
         child = subprocess.run([sys.executable, "-m", "nameorigin.cli.score_scale", "--measure", json.dumps(spec)],
                                capture_output=True, text=True)
         if child.returncode:
@@ -163,21 +215,33 @@ def main(argv: list[str] | None = None) -> int:
             return child.returncode
         results[contender] = json.loads(child.stdout.strip().splitlines()[-1])
     check = same_answers(args.checkpoint, paths["parquet"], args.check, folder)
+    ray_check = same_as_single_process(specs["ray"][1], specs["parquet"][1]) if args.ray else None
     if args.json:
-        print(json.dumps({"results": results, "check": check}, indent=1))
+        print(json.dumps({"results": results, "check": check, "ray_check": ray_check}, indent=1))
         return 0
     reference = results["every_row"]["rows"] / results["every_row"]["seconds"]
     print(f"{'contender':<28} {'rows':>11} {'names scored':>13} {'seconds':>8} {'rows/s':>10} {'× every row':>12} "
           f"{'peak RSS':>9}")
-    labels = {"parquet": "Parquet in and out", "csv": "CSV in and out", "every_row": "every row (Parquet slice)"}
+    labels = {"parquet": "Parquet in and out", "csv": "CSV in and out", "every_row": "every row (Parquet slice)",
+              "ray": f"Ray Data, {args.ray} actors"}
     for contender, result in results.items():
         speed = result["rows"] / result["seconds"]
-        print(f"{labels[contender]:<28} {result['rows']:>11,} {result['names']:>13,} {result['seconds']:>8.1f} "
+        names = "per batch" if result["names"] is None else f"{result['names']:,}"
+        print(f"{labels[contender]:<28} {result['rows']:>11,} {names:>13} {result['seconds']:>8.1f} "
               f"{speed:>10,.0f} {speed / reference:>11.1f}× {result['peak_rss_gb']:>7.2f} GB")
+    if ray_check:
+        single = results["parquet"]["seconds"]
+        differing = ray_check["differing_columns"]
+        same = "same" if not differing else f"DIFFERENT in {', '.join(differing)}"
+        print(f"Ray Data: {results['ray']['seconds'] / single:.2f}× the single-process Parquet time (its cluster "
+              f"started in {results['ray']['cluster_start_seconds']:.1f} s more, in the driver's peak RSS above); "
+              f"every row {same} as the single-process output, largest probability gap "
+              f"{ray_check['max_probability_gap']:.1e}")
     same = "same" if not check["differing_columns"] else f"DIFFERENT in {', '.join(check['differing_columns'])}"
     print(f"first {check['rows']:,} rows scored both ways: labels, sets and abstentions {same}; largest "
           f"probability gap {check['max_probability_gap']:.1e}")
-    return 0 if not check["differing_columns"] and check["max_probability_gap"] <= 1e-6 else 1
+    checks = [check, *([ray_check] if ray_check else [])]
+    return 0 if all(not c["differing_columns"] and c["max_probability_gap"] <= 1e-6 for c in checks) else 1
 
 
 if __name__ == "__main__":

@@ -25,9 +25,12 @@ from nameorigin.serving.schema import OutputOptions, column_kinds, table_columns
 
 def predict_frame(frame: Any, column: str, predictor: Predictor | str, top_k: int = 1,
                   coverage: float | None = None, batch_size: int = BATCH_SIZE, explain: bool = False,
-                  abstain: bool = True, max_set_size: int | None = None, prior: Any = None) -> Any:
+                  abstain: bool = True, max_set_size: int | None = None, prior: Any = None,
+                  markers: bool = False) -> Any:
     """`frame` with prediction columns appended (a new frame; the input is not changed). `predictor`: a Predictor
-    or the path of a checkpoint or export. The options are scripts/predict.py's."""
+    or the path of a checkpoint or export. The options are scripts/predict.py's. `markers`: a cell spelling a
+    missing value ("NaN", "NULL", ...) gets the unusable-input answer, as the table command gives it; off by
+    default, since pandas has already read such cells of a CSV as missing."""
     try:
         import pandas as pd
     except ImportError:
@@ -38,10 +41,11 @@ def predict_frame(frame: Any, column: str, predictor: Predictor | str, top_k: in
         raise UserError(f"column {column!r} is not in the frame: choose one of {', '.join(map(repr, frame.columns))}")
     predictor = Predictor.load(predictor) if not isinstance(predictor, Predictor) else predictor
     cells = frame[column].tolist()
-    blank = [cell is None or (isinstance(cell, float) and cell != cell) or not str(cell).strip() for cell in cells]
+    blank = [cell is None or (not isinstance(cell, str) and bool(pd.isna(cell))) or not str(cell).strip()
+             for cell in cells]  # None, NaN, pd.NA and NaT alike
     # A blank cell goes in as "": the Predictor's own unusable-input answer, never a prediction.
     names = Counter("" if is_blank else str(cell) for cell, is_blank in zip(cells, blank, strict=True))
-    groups = DistinctNames.group(list(names), list(names.values()), predictor.normalize, markers=False)
+    groups = DistinctNames.group(list(names), list(names.values()), predictor.normalize, markers=markers)
     if isinstance(prior, str) and prior == "estimate":
         prior = groups.estimate_prior(predictor, batch_size)
     answers = score(predictor, groups.keys, top_k, batch_size, coverage, explain, abstain, max_set_size, prior)
