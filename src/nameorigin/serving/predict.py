@@ -172,15 +172,7 @@ class Predictor:
         out of the model's depth comes back abstained with its reason, its scores still given
         (nameorigin.serving.abstain). `prior`: the target population's label shares, "uniform" or "estimate"
         (nameorigin.serving.prior)."""
-        if top_k < 1:
-            raise UserError(f"--top-k {top_k} must be at least 1")
-        if explain and not isinstance(self.net, CharRNN):
-            raise UserError("--explain reads the model's own layers: pass the .ckpt, not an exported program")
-        if prior is not None and coverage is not None:
-            raise UserError("--coverage sets are calibrated for the training population's label mix, which --prior "
-                            "replaces: drop one of them")
-        if max_set_size is not None and coverage is None:
-            raise UserError("--max-set-size abstains on large prediction sets: use it with --coverage")
+        self.check_options(top_k, coverage, explain, max_set_size, prior)
         threshold = None if coverage is None else self.set_threshold(coverage)
         names = list(names)
         tokens, lengths, errors = self.encode_many(names)
@@ -211,6 +203,22 @@ class Predictor:
                                       label_key, None if why is None else next(why), code, reason))
             row += 1
         return results
+
+    def check_options(self, top_k: int = 3, coverage: float | None = None, explain: bool = False,
+                      max_set_size: int | None = None, prior: str | torch.Tensor | None = None) -> None:
+        """predict()'s refusals of options this model or their combination cannot answer, each a UserError; the
+        server asks them of a request before queueing it."""
+        if top_k < 1:
+            raise UserError(f"--top-k {top_k} must be at least 1")
+        if explain and not isinstance(self.net, CharRNN):
+            raise UserError("--explain reads the model's own layers: pass the .ckpt, not an exported program")
+        if prior is not None and coverage is not None:
+            raise UserError("--coverage sets are calibrated for the training population's label mix, which --prior "
+                            "replaces: drop one of them")
+        if max_set_size is not None and coverage is None:
+            raise UserError("--max-set-size abstains on large prediction sets: use it with --coverage")
+        if coverage is not None:
+            self.set_threshold(coverage)
 
     def reweighted(self, probs: torch.Tensor, prior: str | torch.Tensor) -> torch.Tensor:
         target = read_prior(prior, self.labels) if isinstance(prior, str) else prior

@@ -65,15 +65,21 @@ def read_prior(spec: str, labels: Sequence[str]) -> torch.Tensor | str:
     except (ValueError, OSError) as error:
         raise UserError(f"--prior {spec} is not a readable JSON file ({type(error).__name__}): pass a JSON object "
                         "of label -> share") from None
+    return prior_from_shares(shares, labels, f"--prior {spec}")
+
+
+def prior_from_shares(shares: object, labels: Sequence[str], source: str = "prior") -> torch.Tensor:
+    """A mapping of label -> share as a normalized tensor in the model's label order (every label named, none
+    negative); `source` names where it came from in the error."""
     if not isinstance(shares, dict):
-        raise UserError(f"--prior {spec} must hold a JSON object of label -> share, e.g. {{\"{labels[0]}\": 0.5}}")
-    unknown = sorted(set(shares) - set(labels))
+        raise UserError(f"{source} must hold a JSON object of label -> share, e.g. {{\"{labels[0]}\": 0.5}}")
+    unknown = sorted(map(str, set(shares) - set(labels)))
     missing = [label for label in labels if label not in shares]
     if unknown or missing:
-        raise UserError(f"--prior {spec}: " + (f"{', '.join(unknown)} are not labels of this model" if unknown else
+        raise UserError(f"{source}: " + (f"{', '.join(unknown)} are not labels of this model" if unknown else
                         f"no share for {', '.join(missing)}") + f"; name every label ({', '.join(labels)})")
     values = [shares[label] for label in labels]
     if any(isinstance(v, bool) or not isinstance(v, int | float) or v < 0 for v in values) or sum(values) <= 0:
-        raise UserError(f"--prior {spec}: shares must be numbers >= 0 with a positive sum")
+        raise UserError(f"{source}: shares must be numbers >= 0 with a positive sum")
     tensor = torch.tensor(values, dtype=torch.float)
     return tensor / tensor.sum()

@@ -1,0 +1,242 @@
+"""The Predictor behind HTTP, on LitServe: `POST /predict` answers names with the fields of the one prediction
+schema, under the names `nameorigin-predict --format json` uses; `GET /health` is ready once the model has loaded;
+`GET /` is the page (serving/page.html); `GET /info` names the model.
+
+LitServe batches requests (max_batch_size, batch_timeout) and runs the model in its own worker process. What it
+leaves to the application is done here:
+- a request is typed (PredictRequest: unknown fields refused) and checked against the model (stored coverage levels,
+  the prior's labels, the names limit) in the HTTP process, before it is queued: a request the worker would refuse
+  would fail every request batched with it;
+- requests batched together are grouped by their options, so one request's options never reach another's answers;
+- the API key, when set, is compared in constant time, on /predict only (/health and the page stay open);
+- every refusal is a 4xx with a one-line `detail`.
+"""
+
+# No `from __future__ import annotations`: LitServe hands decode_request's parameter annotation to FastAPI, which
+# needs the class itself to read the body as a PredictRequest.
+import hashlib
+import hmac
+import json
+import re
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import litserve as ls
+import torch
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from nameorigin.serving.predict import Predictor
+from nameorigin.serving.prior import MIN_NAMES_TO_ESTIMATE, prior_from_shares
+from nameorigin.serving.schema import OutputOptions, as_json
+
+API_KEY_ENV = "NAMEORIGIN_API_KEY"
+EXAMPLE = '{"names": ["Nakamura"]}'
+API_KEY_HEADER = "x-api-key"
+MAX_NAMES = 10_000  # names per request
+MAX_BODY_BYTES = 4 * 2**20  # 10,000 names of a few hundred bytes each fit; a larger body is answered 413
+# Chosen by measurement (docs/serving.md "Over HTTP"): a batch of up to 32 requests, gathered for at most 2 ms (a
+# lone request waits the whole batch_timeout, so it stays small beside the 10 ms one-name budget), and two model
+# workers of one torch thread each, so one computes while the other gathers its next batch.
+MAX_BATCH_SIZE, BATCH_TIMEOUT, WORKERS, THREADS = 32, 0.002, 2, 1
+# The page's own script and style are inline; it may fetch from this server and nothing else.
+PAGE_POLICY = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'"
+
+
+class RequestChecks:
+    """What a request must fit, read off the served model: Predictor.check_options' refusals, the names limit and
+    an estimated prior's minimum of usable names."""
+
+    def __init__(self, predictor: Predictor, max_names: int = MAX_NAMES):
+        self.predictor, self.max_names = predictor, max_names
+
+    def check(self, request: "PredictRequest") -> None:
+        if len(request.names) > self.max_names:
+            raise ValueError(f"names: {len(request.names):,} names, and this server takes at most "
+                             f"{self.max_names:,} a request: split the list")
+        prior = request.prior
+        if isinstance(prior, dict):
+            prior = prior_from_shares(prior, self.predictor.labels, "prior")
+        self.predictor.check_options(request.top_k, request.coverage, request.explain, request.max_set_size,
+                                     prior)
+        if request.prior == "estimate":
+            usable = sum(error is None for error in self.predictor.encode_many(request.names)[2])
+            if usable < MIN_NAMES_TO_ESTIMATE:
+                raise ValueError(f"prior: 'estimate' needs at least {MIN_NAMES_TO_ESTIMATE} usable names to estimate "
+                                 f"a label mix from, and got {usable}: send more names, or pass 'uniform' or an "
+                                 "object of label -> share")
+
+
+class PredictRequest(BaseModel):
+    """The body of POST /predict. `checks` is the served model's (set once per server process, before it forks its
+    HTTP workers): a request it refuses is a 422 that never reaches the model's worker."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    checks: ClassVar[RequestChecks | None] = None
+
+    names: list[str] = Field(min_length=1, description="the names to classify, one per entry")
+    top_k: int = Field(3, ge=1, description="ranked labels per name")
+    coverage: float | None = Field(None, description="add each name's prediction set at this stored level")
+    explain: bool = Field(False, description="say why the top label (a .ckpt only)")
+    abstain: bool = Field(True, description="abstain on names out of the model's depth")
+    max_set_size: int | None = Field(None, ge=1, description="with coverage: abstain on larger sets")
+    prior: Literal["uniform", "estimate"] | dict[str, float] | None = Field(
+        None, description="the label mix of these names: uniform, estimate (from this request's names, at least "
+        f"{MIN_NAMES_TO_ESTIMATE}) or an object of label -> share")
+
+    @model_validator(mode="after")
+    def fits_the_model(self) -> "PredictRequest":
+        if self.checks is not None:
+            self.checks.check(self)
+        return self
+
+    def options(self) -> dict[str, Any]:
+        return {"top_k": self.top_k, "coverage": self.coverage, "explain": self.explain, "abstain": self.abstain,
+                "max_set_size": self.max_set_size}
+
+    def batch_key(self, position: int) -> str:
+        """Requests with equal keys are answered in one forward pass: equal options and a fixed prior. An
+        estimated prior belongs to one request's names alone."""
+        prior = f"estimate-{position}" if self.prior == "estimate" else self.prior
+        return json.dumps([self.options(), prior], sort_keys=True)
+
+
+class NameAPI(ls.LitAPI):
+    """LitServe's side: load the model once in the worker, answer a batch of requests grouped by their options."""
+
+    def __init__(self, model: str, identity: dict[str, Any], threads: int = THREADS,
+                 max_batch_size: int = MAX_BATCH_SIZE, batch_timeout: float = BATCH_TIMEOUT):
+        super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path="/predict")
+        self.model, self.identity, self.threads = model, identity, threads
+
+    def setup(self, device: str) -> None:
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        self.predictor = Predictor.load(self.model)
+
+    def decode_request(self, request: PredictRequest) -> PredictRequest:
+        return request
+
+    def batch(self, inputs: list[PredictRequest]) -> list[PredictRequest]:
+        return inputs
+
+    def unbatch(self, output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return output
+
+    def predict(self, requests: PredictRequest | list[PredictRequest]) -> Any:
+        if isinstance(requests, PredictRequest):  # max_batch_size=1: LitServe passes the request itself
+            return self.answer([requests])[0]
+        return self.answer(requests)
+
+    def answer(self, requests: list[PredictRequest]) -> list[dict[str, Any]]:
+        groups: dict[str, list[int]] = {}
+        for position, request in enumerate(requests):
+            groups.setdefault(request.batch_key(position), []).append(position)
+        answers: list[dict[str, Any]] = [{}] * len(requests)
+        for members in groups.values():
+            first = requests[members[0]]
+            prior = prior_from_shares(first.prior, self.predictor.labels) if isinstance(first.prior, dict) \
+                else first.prior
+            names = [name for position in members for name in requests[position].names]
+            predictions = self.predictor.predict(names, prior=prior, **first.options())
+            shape = OutputOptions(first.top_k, first.coverage, first.explain, self.predictor.label_name,
+                                  self.predictor.normalize)
+            start = 0
+            for position in members:
+                count = len(requests[position].names)
+                answers[position] = {"predictions": [as_json(p, shape) for p in predictions[start:start + count]]}
+                if first.prior == "estimate":
+                    answers[position]["estimated_prior"] = dict(zip(
+                        self.predictor.labels, (round(share, 6) for share in self.predictor.estimated_prior.tolist()),
+                        strict=True))
+                start += count
+        return answers
+
+    def encode_response(self, output: dict[str, Any]) -> Response:
+        # Serialized here, in the model's worker: FastAPI would otherwise walk every answer's dicts in the HTTP
+        # process (jsonable_encoder), the one process every request passes through.
+        return Response(json.dumps({"model": self.identity, **output}, ensure_ascii=False).encode(),
+                        media_type="application/json")
+
+
+class ApiKeyOnPredict:
+    """ASGI middleware: with a key set, POST /predict needs the `X-API-Key` header to match it. The two are
+    compared as SHA-256 digests with hmac.compare_digest, so the time taken tells neither the key nor its length.
+    /health, /info and the page stay open: a load balancer's probe carries no key."""
+
+    def __init__(self, app: Any, key: str, path: str = "/predict"):
+        self.app, self.digest, self.path = app, hashlib.sha256(key.encode()).digest(), path
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == self.path:
+            given = dict(scope.get("headers") or []).get(API_KEY_HEADER.encode(), b"")
+            if not hmac.compare_digest(hashlib.sha256(given).digest(), self.digest):
+                response = JSONResponse({"detail": f"missing or wrong API key: send it in the {API_KEY_HEADER} "
+                                         "header"}, status_code=401)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def model_identity(path: str | Path, predictor: Predictor) -> dict[str, Any]:
+    """What every answer says it came from: the label set, the file's SHA-256 and the package version."""
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    try:
+        version = metadata.version("nameorigin")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return {"file": Path(path).name, "sha256": digest, "label_name": predictor.label_name,
+            "labels": list(predictor.labels), "label_names": predictor.label_names, "version": version}
+
+
+def one_line(error: RequestValidationError) -> str:
+    """pydantic's list of errors as one line: where, then what."""
+    parts = []
+    for problem in error.errors():
+        where = ".".join(str(part) for part in problem.get("loc", ())[1:]) or "body"
+        # The Predictor's refusals name the command's flags (--coverage); a request names its fields (coverage).
+        message = re.sub(r"--([a-z-]+)", lambda flag: flag[1].replace("-", "_"),
+                         str(problem.get("msg", "invalid")).removeprefix("Value error, "))
+        if problem.get("type") == "json_invalid":
+            where, message = "body", f"not valid JSON: send {EXAMPLE}"
+        elif where == "body" and problem.get("type") in ("model_attributes_type", "dict_type", "model_type"):
+            message = f"not a JSON object: send {EXAMPLE} with Content-Type: application/json"
+        elif problem.get("type") == "extra_forbidden":
+            message = f"unknown field: the fields are {', '.join(PredictRequest.model_fields)}"
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts[:3]) + (f" (and {len(parts) - 3} more)" if len(parts) > 3 else "")
+
+
+def page() -> str:
+    return resources.files("nameorigin.serving").joinpath("page.html").read_text(encoding="utf-8")
+
+
+def build_server(model: str | Path, max_names: int = MAX_NAMES, max_body_bytes: int = MAX_BODY_BYTES,
+                 max_batch_size: int = MAX_BATCH_SIZE, batch_timeout: float = BATCH_TIMEOUT, workers: int = WORKERS,
+                 threads: int = THREADS, api_key: str | None = None, timeout: float = 30.0) -> ls.LitServer:
+    """A LitServer for `model` (a .ckpt, .pt2 or .onnx), not yet running. The model is read here once, so a bad
+    path is a UserError before any worker starts; the worker process loads its own copy."""
+    predictor = Predictor.load(model)
+    PredictRequest.checks = RequestChecks(predictor, max_names)
+    identity = model_identity(model, predictor)
+    middlewares = [(ApiKeyOnPredict, {"key": api_key})] if api_key else []
+    card = predictor.model_card or ""
+    server = ls.LitServer(NameAPI(str(model), identity, threads, max_batch_size, batch_timeout), accelerator="cpu",
+                          devices=1, workers_per_device=workers, timeout=timeout, max_payload_size=max_body_bytes,
+                          middlewares=middlewares, model_metadata={**identity, "card": card})
+    app = server.app
+    app.router.routes = [route for route in app.router.routes if getattr(route, "path", None) != "/"]
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def index() -> HTMLResponse:
+        return HTMLResponse(page(), headers={"Content-Security-Policy": PAGE_POLICY})
+
+    @app.exception_handler(RequestValidationError)
+    async def refused(request: Request, error: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": one_line(error)}, status_code=422)
+
+    return server
+
