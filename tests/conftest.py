@@ -189,3 +189,23 @@ def trained(tmp_path_factory) -> tuple[Path, Path, subprocess.CompletedProcess]:
     args, returncode, stdout, stderr = json.loads(record.read_text())
     (run,) = run_dirs(work)
     return run, work / "names", subprocess.CompletedProcess(args, returncode, stdout, stderr)
+
+
+@pytest.fixture(scope="session")
+def real_run(tmp_path_factory, real_corpus) -> Path:
+    """The default model on the real corpus without its refit (best.ckpt), trained once for the whole suite as
+    `trained` is: the real-corpus test reads its scores, the page's browser test serves it."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    work = shared / "real-run"
+    with FileLock(str(shared / "real-run.lock")):
+        if not (work.exists() and run_dirs(work)):
+            chosen = [f"data.root={os.environ['NAMES_DATA_DIR']}"] if os.environ.get("NAMES_DATA_DIR") else []
+            work.mkdir(exist_ok=True)
+            result = train(work, *chosen, "callbacks.progress_bar=null", "refit.enabled=false", timeout=900)
+            assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(work)
+    return run

@@ -66,18 +66,19 @@ def test_ray_scores_every_row_as_predict_frame_does(cluster, checkpoint, people,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("problem", ["missing checkpoint", "missing column", "unstored coverage"])
+@pytest.mark.parametrize("problem", ["missing checkpoint", "missing column", "unstored coverage", "too many actors"])
 def test_a_bad_job_is_one_line_and_exit_2(cluster, checkpoint, people, tmp_path, capsys, problem):
     model = str(tmp_path / "gone.ckpt") if problem == "missing checkpoint" else str(checkpoint)
     column = "given_name" if problem == "missing column" else "surname"
-    extra = ["--coverage", "0.42"] if problem == "unstored coverage" else []
+    extra = {"unstored coverage": ["--coverage", "0.42"], "too many actors": ["--concurrency", "3"]}.get(problem, [])
     with pytest.raises(SystemExit) as exit_info:
         ray_score_main([model, str(people), str(tmp_path / "out"), "--column", column, *extra])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("error: ")
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
     assert {"missing checkpoint": "does not exist", "missing column": "'given_name' is not in",
-            "unstored coverage": "0.42 is not a level"}[problem] in err
+            "unstored coverage": "0.42 is not a level",
+            "too many actors": "need 3 CPUs and the cluster has 2"}[problem] in err
     assert not (tmp_path / "out").exists()
 
 

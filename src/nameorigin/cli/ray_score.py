@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         import ray
     except ImportError:
         raise UserError("nameorigin-ray-score needs Ray Data: pip install 'nameorigin[ray]'") from None
+    ray.data.DataContext.get_current().enable_progress_bars = False  # the command prints its own one line
     started = not ray.is_initialized()  # called from a program already on a cluster: use it, leave it running
     if started:
         ray.init(address=args.address, num_cpus=None if args.address else args.num_cpus, include_dashboard=False,

@@ -106,12 +106,12 @@ def measure_ray(spec: dict) -> dict:
 
 
 def same_as_single_process(ray_out: Path, single: Path) -> dict:
-    """Ray's output (a folder of Parquet files, in the input's order) against the single-process Parquet output:
+    """Ray's output (a folder of Parquet files, put in person_id order) against the single-process Parquet output:
     every column equal but the probabilities, which may differ by float rounding (up to 1e-6)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    ours = pa.concat_tables([pq.read_table(path) for path in sorted(ray_out.glob("*.parquet"))])
+    ours = pa.concat_tables([pq.read_table(path) for path in ray_out.glob("*.parquet")]).sort_by("person_id")
     theirs = pq.read_table(single)
     gap, differing = 0.0, [] if ours.num_rows == theirs.num_rows else ["rows"]
     for name in theirs.column_names if not differing else []:

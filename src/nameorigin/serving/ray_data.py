@@ -1,13 +1,15 @@
 """Scoring a dataset past one machine with Ray Data. NameScorer is a callable class for `Dataset.map_batches`:
 Ray runs it as a pool of actors, so each loads the model once, and streams the blocks through them. A batch comes
-back with the prediction columns of the one prediction schema (predict_frame's), each distinct name of the batch
-scored once.
+back with the prediction columns of the table command (`nameorigin-predict --file --column`, the one prediction
+schema). Each actor keeps the answers it has given, as the table command does, so a name is scored at most once
+per actor however many batches hold it.
 
     import ray
     from nameorigin.serving.ray_data import NameScorer
     ds = ray.data.read_parquet("s3://bucket/people/")
     ds.map_batches(NameScorer, fn_constructor_kwargs={"model": "/shared/refit.ckpt", "column": "surname"},
-                   batch_format="pandas", batch_size=65_536, concurrency=8).write_parquet("s3://bucket/scored/")
+                   batch_format="pyarrow", batch_size=262_144,
+                   compute=ray.data.ActorPoolStrategy(min_size=1, max_size=8)).write_parquet("s3://bucket/scored/")
 
 Ray is the optional [ray] extra, imported only by score_dataset; the rest of the package never imports it.
 """
@@ -21,22 +23,22 @@ from typing import Any
 import torch
 
 from nameorigin.base.errors import UserError
-from nameorigin.serving.frame import predict_frame
 from nameorigin.serving.predict import Predictor
+from nameorigin.serving.schema import OutputOptions, table_columns
+from nameorigin.serving.table import AnswerBook
 
-RAY_BATCH_ROWS = 65_536  # rows per map_batches call: a name repeated across batches is scored once per batch
-# Reading and writing Parquet are given no CPU of Ray's accounting, and the actor pool starts at one actor and
-# grows to `concurrency`: with every CPU held by a scoring actor (one per core), the task that lists the input files
-# (which always asks for a CPU) and the read tasks would wait for ever behind the actors they feed. Ray Data's
-# backpressure still bounds how many I/O tasks run.
+RAY_BATCH_ROWS = 262_144  # rows per map_batches call
+# Reading and writing Parquet are given no CPU of Ray's accounting: with every CPU held by a scoring actor (one per
+# core), a read task that asked for one would wait for ever behind the actors it feeds. Ray Data's backpressure
+# still bounds how many run.
 IO_CPUS = 0
 
 
 class NameScorer:
-    """One actor's scorer. `model`: the path of a .ckpt, .pt2 or .onnx every worker can read (shared storage), or a
-    .ckpt's bytes, which Ray ships to the actors through its object store. The options are predict_frame's; a
-    prior must be fixed (a tensor, "uniform" or a file): an estimate belongs to the whole dataset, not a batch.
-    `threads`: torch's intra-op threads per actor (None leaves torch's default)."""
+    """One actor's scorer, for `batch_format="pyarrow"`. `model`: the path of a .ckpt, .pt2 or .onnx every worker
+    can read (shared storage), or a .ckpt's bytes, which Ray ships to the actors through its object store. The
+    options are the table command's; a prior must be fixed (a tensor, "uniform" or a file): an estimate belongs to
+    the whole dataset, not a batch. `threads`: torch's intra-op threads per actor (None leaves torch's default)."""
 
     def __init__(self, model: str | Path | bytes, column: str, top_k: int = 1, coverage: float | None = None,
                  explain: bool = False, abstain: bool = True, max_set_size: int | None = None, prior: Any = None,
@@ -50,12 +52,23 @@ class NameScorer:
         if coverage is not None:
             self.predictor.set_threshold(coverage)  # an unstored level fails when the actor starts, not per batch
         self.column = column
-        self.options = {"top_k": top_k, "coverage": coverage, "explain": explain, "abstain": abstain,
-                        "max_set_size": max_set_size, "prior": prior}
+        self.shape = OutputOptions(top_k, coverage, explain, self.predictor.label_name, self.predictor.normalize)
+        self.book = AnswerBook(self.predictor, self.shape, typed=True, merge=True, abstain=abstain,
+                               max_set_size=max_set_size, prior=prior)
 
     def __call__(self, batch: Any) -> Any:
-        # markers: a Parquet cell spelling "NaN" or "NULL" is answered as the table command answers it.
-        return predict_frame(batch, self.column, self.predictor, markers=True, **self.options)
+        """A pyarrow Table with the prediction columns appended (plain, not dictionary-encoded: batches from
+        different actors are concatenated and written together)."""
+        if self.column not in batch.column_names:
+            raise UserError(f"column {self.column!r} is not in the batch: choose one of "
+                            f"{', '.join(map(repr, batch.column_names))}")
+        import pyarrow as pa
+
+        entries = self.book.answer_column(batch.column(self.column).combine_chunks().cast(pa.string()))
+        for name, array in zip(table_columns(self.shape), self.book.arrays(entries, dictionaries=False),
+                               strict=True):
+            batch = batch.append_column(name, array)
+        return batch
 
 
 def load_model(model: str | Path | bytes) -> Predictor:
@@ -65,6 +78,17 @@ def load_model(model: str | Path | bytes) -> Predictor:
         path = Path(folder) / "model.ckpt"
         path.write_bytes(model)
         return Predictor.load(path)
+
+
+def parquet_columns(source: str) -> list[str]:
+    """The column names of a Parquet file, folder or object-store URI, read from its metadata alone."""
+    import pyarrow.dataset as pds
+
+    try:
+        return pds.dataset(source, format="parquet").schema.names
+    except (OSError, ValueError) as error:  # a missing path, or files that are not Parquet
+        reason = str(error).splitlines()[0][:160] if str(error) else type(error).__name__
+        raise UserError(f"{source} cannot be read as Parquet ({reason}): pass a Parquet file, folder or URI") from None
 
 
 def user_error_of(error: BaseException) -> UserError | None:
@@ -93,14 +117,22 @@ def score_dataset(model: str | Path, source: str, out: str, column: str, concurr
     NameScorer(model, column, **options)  # a bad model or option: one line here, not a dead actor's traceback
     scorer_args = {"model": Path(model).read_bytes() if ship_model else str(model), "column": column,
                    "threads": threads, **options}
-    dataset = ray.data.read_parquet(source, num_cpus=IO_CPUS)
-    columns = dataset.schema().names
+    columns = parquet_columns(source)
     if column not in columns:
         raise UserError(f"column {column!r} is not in {source}: choose one of {', '.join(map(repr, columns))}")
-    ray.data.DataContext.get_current().execution_options.preserve_order = preserve_order
-    scored = dataset.map_batches(NameScorer, fn_constructor_kwargs=scorer_args, batch_format="pandas",
+    cpus = ray.cluster_resources().get("CPU", 0)
+    if concurrency * (threads or 1) > cpus:  # the pool would wait for ever for CPUs the cluster does not have
+        raise UserError(f"{concurrency} actors of {threads or 1} threads need {concurrency * (threads or 1)} CPUs and "
+                        f"the cluster has {cpus:g}: ask for fewer actors or threads")
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = preserve_order
+    # The first read path: its read tasks take the CPU count they are given, and it splits a large row group into
+    # blocks the actors share. The newer one lists files in a task that always asks for a CPU.
+    context.use_datasource_v2 = False
+    dataset = ray.data.read_parquet(source, num_cpus=IO_CPUS)
+    scored = dataset.map_batches(NameScorer, fn_constructor_kwargs=scorer_args, batch_format="pyarrow",
                                  batch_size=batch_rows, num_cpus=threads or 1,
-                                 compute=ray.data.ActorPoolStrategy(min_size=1, max_size=concurrency))
+                                 compute=ray.data.ActorPoolStrategy(size=concurrency))
     try:
         scored.write_parquet(out, ray_remote_args={"num_cpus": IO_CPUS})
     except Exception as error:

@@ -224,9 +224,10 @@ def build_server(model: str | Path, max_names: int = MAX_NAMES, max_body_bytes: 
     identity = model_identity(model, predictor)
     middlewares = [(ApiKeyOnPredict, {"key": api_key})] if api_key else []
     card = predictor.model_card or ""
+    levels = sorted(float(level) for level in (predictor.calibration.conformal or {}))
     server = ls.LitServer(NameAPI(str(model), identity, threads, max_batch_size, batch_timeout), accelerator="cpu",
                           devices=1, workers_per_device=workers, timeout=timeout, max_payload_size=max_body_bytes,
-                          middlewares=middlewares, model_metadata={**identity, "card": card})
+                          middlewares=middlewares, model_metadata={**identity, "card": card, "coverage_levels": levels})
     app = server.app
     app.router.routes = [route for route in app.router.routes if getattr(route, "path", None) != "/"]
 

@@ -119,17 +119,35 @@ class AnswerBook:
         unusable = int(self.unusable[codes].sum())
         if not self.typed:
             return [self.cells[code] for code in codes.tolist()], unusable
+        return self.arrays(codes), unusable
+
+    def arrays(self, codes: np.ndarray, dictionaries: bool = True) -> list[Any]:
+        """The appended columns of the rows whose entries are `codes`, as pyarrow arrays (typed books only); text
+        columns dictionary-encoded unless `dictionaries` is False."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         if any(len(part) > 1 for part in self.parts):
             # Text columns as dictionaries of their few distinct values (18 labels, 5 reason codes): a row then
             # costs an index, and Parquet writes the dictionary pages as they are.
-            self.parts = [[pc.dictionary_encode(pa.concat_arrays(part)) if pa.types.is_string(part[0].type)
-                           else pa.concat_arrays(part)] for part in self.parts]
+            # Entries added after an earlier call (a stream of batches) join the encoded ones decoded.
+            whole = [pa.concat_arrays([array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
+                                       for array in part]) for part in self.parts]
+            self.parts = [[pc.dictionary_encode(array) if pa.types.is_string(array.type) else array]
+                          for array in whole]
         taken = pa.array(codes)
-        return [pa.DictionaryArray.from_arrays(part[0].indices.take(taken), part[0].dictionary)
-                if pa.types.is_dictionary(part[0].type) else part[0].take(taken) for part in self.parts], unusable
+        columns = [pa.DictionaryArray.from_arrays(part[0].indices.take(taken), part[0].dictionary)
+                   if pa.types.is_dictionary(part[0].type) else part[0].take(taken) for part in self.parts]
+        return columns if dictionaries else [column.dictionary_decode() if pa.types.is_dictionary(column.type)
+                                             else column for column in columns]
+
+    def answer_column(self, names: Any) -> np.ndarray:
+        """Each cell of a pyarrow string array's entry: its distinct cells (null included) looked up once, the
+        ones never seen scored."""
+        import pyarrow.compute as pc
+
+        encoded = pc.dictionary_encode(names, null_encoding="encode")
+        return self.entries(encoded.dictionary.to_pylist())[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
 def name_array(chunk: ArrowChunk, column: str) -> Any:
