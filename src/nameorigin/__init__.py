@@ -13,7 +13,7 @@ tests):
 - cli: the console commands (nameorigin-predict, nameorigin-export, ...)
 """
 
-__all__ = ["Predictor", "predict_frame"]
+__all__ = ["Predictor", "predict_frame", "frame_composition"]
 
 
 def __getattr__(name: str):  # imported on first use: `import nameorigin` stays light
@@ -25,4 +25,8 @@ def __getattr__(name: str):  # imported on first use: `import nameorigin` stays 
         from nameorigin.serving.frame import predict_frame
 
         return predict_frame
+    if name == "frame_composition":
+        from nameorigin.analysis.composition import frame_composition
+
+        return frame_composition
     raise AttributeError(f"module 'nameorigin' has no attribute {name!r}")

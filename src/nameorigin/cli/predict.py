@@ -81,9 +81,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "compare the two on the same test names (needs the [bench] extra: scikit-learn); lr "
                         "(the default): TF-IDF + logistic regression, C chosen on validation; sgd: the n-grams hashed "
                         "and fitted by SGD, alpha chosen on validation, for tables of hundreds of thousands of names")
+    parser.add_argument("--composition", action="store_true",
+                        help="instead of an answer per name, each label's share of the rows (names, --file, or "
+                        "--file with --column): the mean probability, the EM estimate and, with a reference, the "
+                        "confusion-adjusted estimate, each with a 90%% interval (docs/serving.md \"Composition\")")
+    parser.add_argument("--reference", metavar="DIR",
+                        help="with --composition: the corpus folder or table the checkpoint trained on; its "
+                        "validation names measure the model's confusion (default: the shipped corpus, when the "
+                        "checkpoint trained on it)")
     parser.add_argument("--card", action="store_true", help="print the model card stored in the run's model "
                         "(refit.ckpt, or best.ckpt in a run without a refit)")
     args = parser.parse_intermixed_args(argv)
+    if args.composition and (args.evaluate is not None or args.card or args.out or args.explain or args.coverage
+                             or args.prior):
+        parser.error("--composition answers for the whole list: drop --evaluate, --card, --out, --explain, "
+                     "--coverage and --prior")
+    if args.reference and not args.composition:
+        parser.error("--reference measures the model for --composition: use them together")
     if args.column and not args.file:
         parser.error("--column needs --file: the table to read")
     if args.out and not args.column:
@@ -187,6 +201,21 @@ def report_prior(predictor: Predictor) -> None:
         print("estimated prior: " + ", ".join(f"{label} {share:.3f}" for label, share in shares), file=sys.stderr)
 
 
+def print_composition(predictor: Predictor, args: argparse.Namespace) -> int:
+    from collections import Counter
+
+    from nameorigin.analysis.composition import cells_composition, checkpoint_reference, table_composition
+
+    reference = checkpoint_reference(predictor, args.reference)
+    if args.column:
+        found = table_composition(predictor, args.file, args.column, args.delimiter, reference,
+                                  abstain=not args.no_abstain)
+    else:
+        found = cells_composition(predictor, Counter(read_names(args)), reference, abstain=not args.no_abstain)
+    print(json.dumps(found.as_dict()) if args.format == "json" else found.table())
+    return 0
+
+
 def print_card(path: str) -> None:
     saved = read_sidecar(path) if Path(path).suffix in EXPORTED_SUFFIXES else load_checkpoint(path)
     card = saved.get("model_card")
@@ -233,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
                 paired = compare_with_baseline(predictor, args.evaluate, args.batch_size, result, args.baseline)
                 print("\n" + format_comparison(paired))
             return 0
+        if args.composition:
+            return print_composition(predictor, args)
         options = {"abstain": not args.no_abstain, "max_set_size": args.max_set_size, "prior": args.prior}
         if args.column:
             from nameorigin.serving.table import predict_table

@@ -1,0 +1,260 @@
+"""The label mix of a group, with intervals: what share of a table's rows is of each label.
+
+Three estimates from the calibrated probabilities of the rows' names (abstained and unusable rows left out and
+counted), each with a percentile bootstrap interval:
+- `mean`: the rows' mean probability per label;
+- `em`: the EM estimate of the prior (nameorigin.serving.prior), each name weighted by its rows;
+- `adjusted`: the mean probability corrected by the model's soft confusion matrix, measured on held-out names of
+  known label (the reference: best.ckpt's validation names): E[p | label k] is row k of that matrix, so the
+  table's mean probability is its transpose times the true mix, which is solved for (black-box shift estimation
+  on probabilities, Lipton et al. 2018). Its interval resamples the reference names as well as the table's rows,
+  so it carries the model's own uncertainty; the other two resample the rows alone.
+
+None covers a drift in how names of one label are spelled (p(name | label) changing between the reference and the
+table): every method assumes the table differs from the training data only in its label mix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from nameorigin.serving.predict import BATCH_SIZE, Predictor
+from nameorigin.serving.prior import estimate_prior
+
+METHODS = ("mean", "em", "adjusted")
+LEVEL, BOOTSTRAPS = 0.9, 200
+
+
+@dataclass
+class Reference:
+    """Held-out names of known label, as the model sees them: their calibrated probabilities and true labels (the
+    abstained ones left out, as in a table)."""
+
+    probs: torch.Tensor
+    targets: torch.Tensor
+
+    def confusion(self, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """The soft confusion matrix: row k the mean probability vector of the names of label k (the identity's
+        row for a label with no name)."""
+        labels = self.probs.shape[1]
+        weight = torch.ones(len(self.targets)) if weights is None else weights
+        sums = torch.zeros(labels, labels).index_add_(0, self.targets, self.probs * weight[:, None])
+        counts = torch.zeros(labels).index_add_(0, self.targets, weight)
+        eye = torch.eye(labels)
+        return torch.where(counts[:, None] > 0, sums / counts.clamp_min(1e-12)[:, None], eye)
+
+
+@dataclass
+class Composition:
+    labels: list[str]
+    rows: int  # rows counted in the estimates
+    abstained: int  # rows whose name the model abstained on, left out
+    unusable: int  # rows without a usable name, left out
+    estimates: dict[str, list[float]] = field(default_factory=dict)  # method -> share per label
+    intervals: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # method -> (low, high) per label
+    level: float = LEVEL
+
+    def as_dict(self) -> dict:
+        return {"labels": self.labels, "rows": self.rows, "abstained": self.abstained, "unusable": self.unusable,
+                "level": self.level, "estimates": self.estimates,
+                "intervals": {m: [list(pair) for pair in pairs] for m, pairs in self.intervals.items()}}
+
+    def table(self) -> str:
+        methods = list(self.estimates)
+        head = f"{'label':<14}" + "".join(f" {m + f' ({self.level:.0%} interval)':>30}" for m in methods)
+        lines = [head]
+        order = np.argsort(-np.asarray(self.estimates[methods[-1]]))
+        for j in order.tolist():
+            cells = "".join(f" {self.estimates[m][j]:>9.1%} [{self.intervals[m][j][0]:>6.1%}, "
+                            f"{self.intervals[m][j][1]:>6.1%}]" + " " * 3 for m in methods)
+            lines.append(f"{self.labels[j]:<14}{cells}")
+        lines.append(f"{self.rows:,} rows counted; left out: {self.abstained:,} abstained, {self.unusable:,} without "
+                     "a usable name. mean and em intervals resample the rows; adjusted's also resamples the "
+                     "reference names (the model's uncertainty)")
+        return "\n".join(lines)
+
+
+def solve_mix(confusion: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
+    """The mix q with confusionᵀ q = mean, clipped at 0 and renormalized (batched over leading dimensions)."""
+    solved = torch.linalg.solve(confusion.transpose(-1, -2), mean.unsqueeze(-1)).squeeze(-1).clamp_min(0)
+    return solved / solved.sum(-1, keepdim=True).clamp_min(1e-12)
+
+
+def em_step(probs: torch.Tensor, trained: torch.Tensor, prior: torch.Tensor, shares: torch.Tensor) -> torch.Tensor:
+    """One EM step: the names' posteriors re-weighted to `prior`, averaged with `shares` (one row per weighting)."""
+    adjusted = probs * (prior / trained)
+    return shares @ (adjusted / adjusted.sum(-1, keepdim=True))
+
+
+def linearized_em(probs: torch.Tensor, trained: torch.Tensor, em: torch.Tensor, shares: torch.Tensor,
+                  step: float = 1e-4) -> torch.Tensor:
+    """EM's estimate for other weightings of the same names (shares [B, n]), to first order around its fixed point
+    `em` for the original weighting: q_b = em + (I - J)^-1 (step_b(em) - em), J the Jacobian of the EM step at em.
+    A bootstrap replicate then costs a matrix product instead of an EM run (the delta method)."""
+    base = shares.mean(0, keepdim=True)
+    labels = len(em)
+    eye = torch.eye(labels, dtype=torch.float64)
+    jacobian = torch.stack([(em_step(probs, trained, em + step * eye[j].float(), base)[0]
+                             - em_step(probs, trained, em - step * eye[j].float(), base)[0]).double() / (2 * step)
+                            for j in range(labels)], dim=1)
+    moved = (em_step(probs, trained, em, shares) - em).double()
+    replicas = (em.double() + moved @ torch.linalg.pinv(eye - jacobian).T).clamp_min(0)
+    return (replicas / replicas.sum(-1, keepdim=True)).float()
+
+
+def estimate(probs: torch.Tensor, counts: torch.Tensor, trained: torch.Tensor, labels: list[str],
+             reference: Reference | None = None, level: float = LEVEL, bootstraps: int = BOOTSTRAPS,
+             seed: int = 0, abstained: int = 0, unusable: int = 0) -> Composition:
+    """The composition of rows whose distinct names have `probs` [n, labels] and row `counts` [n]."""
+    counts = counts.double()
+    total = int(counts.sum())
+    result = Composition(labels, total, abstained, unusable, level=level)
+    if total == 0:
+        return result
+    shares = (counts / counts.sum()).float()
+    mean = shares @ probs
+    em = estimate_prior(probs, trained, counts=counts)  # what --prior estimate finds for these rows
+    confusion = reference.confusion() if reference is not None else None
+    result.estimates = {"mean": mean.tolist(), "em": em.tolist()}
+    if confusion is not None:
+        result.estimates["adjusted"] = solve_mix(confusion, mean).tolist()
+    generator = np.random.default_rng(seed)
+    # The Poisson bootstrap: each name's rows drawn again as Poisson(rows), a multinomial resampling of the rows
+    # to within its total, one vectorized draw.
+    draws = torch.from_numpy(generator.poisson(counts.numpy(), size=(bootstraps, len(counts)))).float()
+    weights = draws / draws.sum(-1, keepdim=True).clamp_min(1)
+    boot_mean = weights @ probs
+    boots = {"mean": boot_mean, "em": linearized_em(probs, trained, em, weights)}
+    if reference is not None:
+        n = len(reference.targets)
+        resampled = torch.from_numpy(generator.multinomial(n, np.full(n, 1 / n), size=bootstraps)).float()
+        confusions = torch.stack([reference.confusion(weights) for weights in resampled])
+        boots["adjusted"] = solve_mix(confusions, boot_mean)
+    tail = (1 - level) / 2
+    for method, values in boots.items():
+        low, high = torch.quantile(values, torch.tensor([tail, 1 - tail]), dim=0)
+        result.intervals[method] = list(zip(low.tolist(), high.tolist(), strict=True))
+    return result
+
+
+def answered(predictor: Predictor, names: list[str], batch_size: int = BATCH_SIZE) -> tuple[torch.Tensor, np.ndarray,
+                                                                                            np.ndarray]:
+    """The calibrated probabilities of `names` and which are usable and which abstained (as a table would
+    answer them): probs [n, labels] (zeros where unusable), usable [n], abstained [n]."""
+    tokens, lengths, errors = predictor.encode_many(names)
+    usable = np.array([error is None for error in errors], dtype=bool)
+    rows = torch.from_numpy(np.flatnonzero(usable))
+    probs = torch.zeros(len(names), len(predictor.labels))
+    abstained = np.zeros(len(names), dtype=bool)
+    if len(rows):
+        use_rule = bool(predictor.abstention)
+        energy = torch.empty(len(rows)) if use_rule else None
+        good = (tokens[rows], lengths[rows])
+        probs[rows] = predictor.probabilities(good, batch_size, energy)
+        if use_rule:
+            from nameorigin.serving.abstain import abstentions
+
+            verdicts = abstentions(predictor, good, energy, None, None, batch_size)
+            abstained[rows.numpy()] = [code is not None for code, _ in verdicts]
+    return probs, usable, abstained
+
+
+def reference_from(predictor: Predictor, pairs: list[tuple[str, str]], abstain: bool = True) -> Reference:
+    """A Reference from held-out (name, label) pairs (a name under two labels counts once under each)."""
+    probs, usable, abstained = answered(predictor, [name for name, _ in pairs])
+    keep = usable & ~abstained if abstain else usable
+    targets = torch.tensor([predictor.labels.index(label) for _, label in pairs])
+    rows = torch.from_numpy(np.flatnonzero(keep))
+    return Reference(probs[rows], targets[rows])
+
+
+def composition_of(predictor: Predictor, names: list[str], counts: list[int] | np.ndarray,
+                   reference: Reference | None = None, abstain: bool = True, **options) -> Composition:
+    """The composition of rows given as distinct names with their row counts."""
+    counts = np.asarray(counts, dtype=np.int64)
+    probs, usable, abstained = answered(predictor, names)
+    left_out = abstained if abstain else np.zeros_like(abstained)
+    keep = usable & ~left_out
+    rows = torch.from_numpy(np.flatnonzero(keep))
+    return estimate(probs[rows], torch.from_numpy(counts[keep]), predictor.trained_prior, list(predictor.labels),
+                    reference, abstained=int(counts[usable & left_out].sum()),
+                    unusable=int(counts[~usable].sum()), **options)
+
+
+def distinct_cells(cells: dict, normalize: str) -> tuple[list[str], np.ndarray, int]:
+    """Cell -> rows, pooled by normalized name: the names, their row counts, and the rows holding a
+    missing-value marker or nothing (unusable)."""
+    from nameorigin.serving.distinct import DistinctNames
+
+    groups = DistinctNames.group(list(cells), list(cells.values()), normalize)
+    names = [key for key in groups.keys if isinstance(key, str)]
+    counts = np.array([n for key, n in zip(groups.keys, groups.counts, strict=True) if isinstance(key, str)])
+    markers = int(sum(n for key, n in zip(groups.keys, groups.counts, strict=True) if not isinstance(key, str)))
+    return names, counts, markers
+
+
+def table_composition(predictor: Predictor, source: str, column: str, delimiter: str | None = None,
+                      reference: Reference | None = None, **options) -> Composition:
+    """The composition of a table file's rows (CSV, TSV or Parquet, streamed through the one table reader)."""
+    from collections import Counter
+
+    from nameorigin.base.tables import TableReader
+
+    reader = TableReader(source, "--file", delimiter)
+    reader.require_text(column, f"--column {column}")
+    cells: Counter = Counter()
+    for chunk in reader.chunks([column]):
+        if hasattr(chunk, "batch"):  # Parquet: counted by pyarrow, each distinct cell once into Python
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            counted = pc.value_counts(chunk.batch.column(column).cast(pa.string()))
+            cells.update(dict(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(),
+                                  strict=True)))
+        else:
+            cells.update(chunk.cells(column))
+    return cells_composition(predictor, cells, reference, **options)
+
+
+def cells_composition(predictor: Predictor, cells: dict, reference: Reference | None = None,
+                      **options) -> Composition:
+    names, counts, markers = distinct_cells(cells, predictor.normalize)
+    found = composition_of(predictor, names, counts, reference, **options)
+    found.unusable += markers
+    return found
+
+
+def frame_composition(frame, column: str, predictor: Predictor | str, reference: Reference | None = None,
+                      **options) -> Composition:
+    """predict_frame's counterpart: the composition of a DataFrame column's rows (blank, NaN and None cells
+    counted as unusable)."""
+    import pandas as pd
+
+    from nameorigin.base.errors import UserError
+
+    if column not in frame.columns:
+        raise UserError(f"column {column!r} is not in the frame: choose one of {', '.join(map(repr, frame.columns))}")
+    predictor = Predictor.load(predictor) if not isinstance(predictor, Predictor) else predictor
+    counts = frame[column].value_counts(dropna=False)
+    cells = {None if (not isinstance(cell, str) and bool(pd.isna(cell))) else cell: int(n)
+             for cell, n in counts.items()}
+    return cells_composition(predictor, cells, reference, **options)
+
+
+def checkpoint_reference(predictor: Predictor, root: str | None) -> Reference | None:
+    """The validation names of the corpus or table the checkpoint trained on, as a Reference; with no root, the
+    shipped corpus when it is the one (None otherwise: no adjusted estimate)."""
+    from nameorigin.analysis.evaluate import checkpoint_splits
+    from nameorigin.base.errors import UserError
+    from nameorigin.data.names import shipped_corpus
+
+    try:
+        splits = checkpoint_splits(predictor, root or shipped_corpus())
+    except UserError:
+        if root:
+            raise
+        return None
+    return reference_from(predictor, splits["val"])
