@@ -11,8 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from nameorigin.analysis.composition import (Reference, estimate, frame_composition, linearized_em,
-                                             table_composition)
+from nameorigin.analysis.composition import Reference, estimate, frame_composition, linearized_em, table_composition
 from nameorigin.cli.predict import main as predict_main
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.prior import estimate_prior
