@@ -249,7 +249,7 @@ def checkpoint_reference(predictor: Predictor, root: str | None) -> Reference | 
     shipped corpus when it is the one (None otherwise: no adjusted estimate)."""
     from nameorigin.analysis.evaluate import checkpoint_splits
     from nameorigin.base.errors import UserError
-    from nameorigin.data.names import shipped_corpus
+    from nameorigin.data.corpus import shipped_corpus
 
     try:
         splits = checkpoint_splits(predictor, root or shipped_corpus())

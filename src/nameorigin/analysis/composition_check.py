@@ -22,7 +22,7 @@ from nameorigin.analysis.composition import LEVEL, METHODS, answered, estimate, 
 from nameorigin.analysis.evaluate import checkpoint_splits
 from nameorigin.analysis.prior_check import named_mix
 from nameorigin.base.errors import UserError, exits_2_on_user_error
-from nameorigin.data.names import shipped_corpus
+from nameorigin.data.corpus import shipped_corpus
 from nameorigin.serving.predict import Predictor
 
 

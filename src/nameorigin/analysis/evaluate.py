@@ -8,8 +8,7 @@ import torch
 
 from nameorigin.base.errors import UserError
 from nameorigin.config import TableDataConfig
-from nameorigin.data.names import label_files, read_corpus, split_by_name
-from nameorigin.data.table import COLUMN_SETTINGS, read_table
+from nameorigin.data.corpus import label_files, read_corpus, split_by_name
 from nameorigin.model.artifacts import Calibration
 from nameorigin.model.calibration import expected_calibration_error, level_key, prediction_sets
 from nameorigin.model.charrnn import batch_tokens
@@ -41,6 +40,8 @@ def checkpoint_splits(predictor: Predictor, root: str | Path) -> dict[str, list[
     if not {"corpus_sha256", "split_seed", "split_fractions"} <= settings.keys():
         raise UserError("this checkpoint holds no split settings: evaluate needs one written by train.py")
     if "label_column" in settings:  # trained on a table: read it again with the stored column settings
+        from nameorigin.data.table import COLUMN_SETTINGS, read_table  # with the data module: imports Lightning
+
         columns = {key: settings[key] for key in COLUMN_SETTINGS if key in settings}  # older: no share columns
         table = read_table(TableDataConfig(path=str(root), normalize=settings["normalize"], **columns))
         pairs, digest = table.pairs, table.digest  # with shares: each name under its majority label

@@ -24,7 +24,7 @@ import torch
 
 from nameorigin.analysis.evaluate import checkpoint_splits
 from nameorigin.base.errors import UserError, exits_2_on_user_error
-from nameorigin.data.names import shipped_corpus
+from nameorigin.data.corpus import shipped_corpus
 from nameorigin.model.calibration import fit_temperature
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.prior import estimate_prior, read_prior, reweight

@@ -129,7 +129,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.uncalibrated and args.coverage is not None:
         parser.error("--coverage sets are fitted on the calibrated probabilities: drop --uncalibrated")
     if args.evaluate == "":
-        from nameorigin.data.names import shipped_corpus  # here: Lightning's import would slow every prediction
+        from nameorigin.data.corpus import shipped_corpus
 
         args.evaluate = str(shipped_corpus())
     if args.evaluate and not Path(args.evaluate).exists():

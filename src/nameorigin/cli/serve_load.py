@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("nameorigin-serve-load needs aiohttp: pip install 'nameorigin[serve]'") from None
     if not Path(args.model).is_file():
         raise UserError(f"model {args.model} does not exist: pass a .ckpt, .pt2 or .onnx")
-    from nameorigin.data.names import read_corpus, shipped_corpus
+    from nameorigin.data.corpus import read_corpus, shipped_corpus
 
     names = [name for name, _ in read_corpus(shipped_corpus())[0]]
     port = free_port()
