@@ -8,10 +8,7 @@ counted), each with a percentile bootstrap interval:
   known label (the reference: best.ckpt's validation names): E[p | label k] is row k of that matrix, so the
   table's mean probability is its transpose times the true mix, which is solved for (black-box shift estimation
   on probabilities, Lipton et al. 2018). Its interval resamples the reference names as well as the table's rows,
-  so it carries the model's own uncertainty; the other two resample the rows alone;
-- `em_reference`: the EM estimate, with an interval from EM's errors on tables drawn from the reference names at
-  the estimated mix (a parametric bootstrap through held-out names): it carries EM's own bias and the model's
-  confusions as measured there.
+  so it carries the model's own uncertainty; the other two resample the rows alone.
 
 None covers a drift in how names of one label are spelled (p(name | label) changing between the reference and the
 table): every method assumes the table differs from the training data only in its label mix.
@@ -27,7 +24,7 @@ import torch
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
 from nameorigin.serving.prior import estimate_prior
 
-METHODS = ("mean", "em", "adjusted", "em_reference")
+METHODS = ("mean", "em", "adjusted")
 LEVEL, BOOTSTRAPS = 0.9, 200
 
 
@@ -108,28 +105,6 @@ def linearized_em(probs: torch.Tensor, trained: torch.Tensor, em: torch.Tensor, 
     return (replicas / replicas.sum(-1, keepdim=True)).float()
 
 
-def simulated_em_errors(reference: Reference, trained: torch.Tensor, mix: torch.Tensor, rows: int,
-                        tables: int, generator: np.random.Generator) -> torch.Tensor:
-    """EM's error where the truth is known: `tables` tables of `rows` rows drawn from the reference names at `mix`
-    (each label's rows spread over its names at random), EM's estimate of each minus the mix it drew. The error
-    holds the model's own confusions, its calibration's bias and the rows' sampling, as measured on held-out names.
-    [tables, labels]."""
-    labels = len(mix)
-    members = [np.flatnonzero(reference.targets.numpy() == k) for k in range(labels)]
-    seen = torch.tensor([len(names) > 0 for names in members], dtype=torch.float)
-    share = (mix * seen).double().numpy()
-    label_rows = generator.multinomial(rows, share / share.sum(), size=tables)  # [tables, labels]
-    weights = np.zeros((tables, len(reference.targets)))
-    for table in range(tables):
-        for k in np.flatnonzero(label_rows[table]):
-            weights[table, members[k]] = generator.multinomial(label_rows[table, k], np.full(len(members[k]),
-                                                                                          1 / len(members[k])))
-    weights = torch.from_numpy(weights / rows).float()
-    truth = torch.from_numpy(label_rows / rows).float()
-    centre = estimate_prior(reference.probs, trained, counts=weights.mean(0).double())
-    return linearized_em(reference.probs, trained, centre, weights) - truth
-
-
 def estimate(probs: torch.Tensor, counts: torch.Tensor, trained: torch.Tensor, labels: list[str],
              reference: Reference | None = None, level: float = LEVEL, bootstraps: int = BOOTSTRAPS,
              seed: int = 0, abstained: int = 0, unusable: int = 0) -> Composition:
@@ -159,12 +134,6 @@ def estimate(probs: torch.Tensor, counts: torch.Tensor, trained: torch.Tensor, l
         confusions = torch.stack([reference.confusion(weights) for weights in resampled])
         boots["adjusted"] = solve_mix(confusions, boot_mean)
     tail = (1 - level) / 2
-    if reference is not None:
-        result.estimates["em_reference"] = em.tolist()
-        errors = simulated_em_errors(reference, trained, em, total, bootstraps, generator)
-        low_error, high_error = torch.quantile(errors, torch.tensor([tail, 1 - tail]), dim=0)
-        result.intervals["em_reference"] = list(zip((em - high_error).clamp(0, 1).tolist(),
-                                                    (em - low_error).clamp(0, 1).tolist(), strict=True))
     for method, values in boots.items():
         low, high = torch.quantile(values, torch.tensor([tail, 1 - tail]), dim=0)
         result.intervals[method] = list(zip(low.tolist(), high.tolist(), strict=True))
