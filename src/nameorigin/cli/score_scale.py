@@ -4,10 +4,10 @@ process, score it as `nameorigin-predict --file --column` does, Parquet in and o
 scoring every row of its first rows on their own (the reference); report rows/s, distinct names and peak RSS,
 and check that grouping gives the reference's answers on a sample. With --ray N, the Parquet table is also scored
 through Ray Data on a local cluster of this machine's cores (N actors), and its output compared with the
-single-process Parquet output row by row.
+single-process Parquet output row by row. With --composition, `--composition` is timed on the Parquet table.
 
   nameorigin-score-scale refit.ckpt                          # 10M rows, a 1M-row reference slice, 200k checked
-  nameorigin-score-scale refit.ckpt --rows 1000000 --slice 100000 --check 20000 --ray 2
+  nameorigin-score-scale refit.ckpt --rows 1000000 --slice 100000 --check 20000 --ray 2 --composition
 """
 
 from __future__ import annotations
@@ -71,6 +71,8 @@ def measure(spec: dict) -> dict:
     """One contender, in this process: score `source` into `out`; seconds, rows and peak RSS."""
     if spec.get("ray"):
         return measure_ray(spec)
+    if spec.get("composition"):
+        return measure_composition(spec)
     from nameorigin.serving.predict import Predictor
     from nameorigin.serving.table import predict_table
 
@@ -79,6 +81,21 @@ def measure(spec: dict) -> dict:
     summary = predict_table(predictor, spec["source"], "surname", spec["out"], distinct=spec["distinct"])
     seconds = time.perf_counter() - start
     return {"rows": summary.rows, "names": summary.names, "seconds": seconds, "peak_rss_gb": peak_rss_gb()}
+
+
+def measure_composition(spec: dict) -> dict:
+    """--composition on the Parquet table: each label's share with its intervals, the reference included when the
+    checkpoint trained on the shipped corpus."""
+    from nameorigin.analysis.composition import checkpoint_reference, table_composition
+    from nameorigin.serving.predict import Predictor
+
+    predictor = Predictor.load(spec["checkpoint"])
+    start = time.perf_counter()
+    found = table_composition(predictor, spec["source"], "surname",
+                              reference=checkpoint_reference(predictor, None))
+    seconds = time.perf_counter() - start
+    return {"rows": found.rows + found.abstained + found.unusable, "names": None, "seconds": seconds,
+            "peak_rss_gb": peak_rss_gb(), "methods": list(found.estimates)}
 
 
 def measure_ray(spec: dict) -> dict:
@@ -173,6 +190,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ray", type=int, default=0, metavar="ACTORS",
                         help="also score the Parquet table through Ray Data with this many actors (needs the [ray] "
                         "extra; default 0: not at all)")
+    parser.add_argument("--composition", action="store_true",
+                        help="also time --composition (each label's share with intervals) on the Parquet table")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # the child process: JSON of one contender
     args = parser.parse_args(argv)
@@ -202,12 +221,13 @@ def main(argv: list[str] | None = None) -> int:
              "csv": (paths["csv"], folder / "scored.csv", True),
              "every_row": (paths["slice"], folder / "scored_every_row.parquet", False)}
     results = {}
-    contenders = [*CONTENDERS, *(["ray"] if args.ray else [])]
+    contenders = [*CONTENDERS, *(["ray"] if args.ray else []), *(["composition"] if args.composition else [])]
+    specs["composition"] = (paths["parquet"], folder / "unused", True)
     specs["ray"] = (paths["parquet"], folder / "scored_ray", True)
     for contender in contenders:
         source, out, distinct = specs[contender]
         spec = {"checkpoint": args.checkpoint, "source": str(source), "out": str(out), "distinct": distinct,
-                "ray": args.ray if contender == "ray" else 0}
+                "ray": args.ray if contender == "ray" else 0, "composition": contender == "composition"}
         child = subprocess.run([sys.executable, "-m", "nameorigin.cli.score_scale", "--measure", json.dumps(spec)],
                                capture_output=True, text=True)
         if child.returncode:
@@ -223,12 +243,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'contender':<28} {'rows':>11} {'names scored':>13} {'seconds':>8} {'rows/s':>10} {'× every row':>12} "
           f"{'peak RSS':>9}")
     labels = {"parquet": "Parquet in and out", "csv": "CSV in and out", "every_row": "every row (Parquet slice)",
-              "ray": f"Ray Data, {args.ray} actors"}
+              "ray": f"Ray Data, {args.ray} actors", "composition": "--composition (Parquet)"}
     for contender, result in results.items():
         speed = result["rows"] / result["seconds"]
-        names = "per batch" if result["names"] is None else f"{result['names']:,}"
+        names = "-" if result["names"] is None else f"{result['names']:,}"
         print(f"{labels[contender]:<28} {result['rows']:>11,} {names:>13} {result['seconds']:>8.1f} "
               f"{speed:>10,.0f} {speed / reference:>11.1f}× {result['peak_rss_gb']:>7.2f} GB")
+    if args.composition:
+        print(f"--composition: {results['composition']['seconds'] / results['parquet']['seconds']:.2f}× the "
+              f"Parquet scoring time ({', '.join(results['composition']['methods'])})")
     if ray_check:
         single = results["parquet"]["seconds"]
         differing = ray_check["differing_columns"]
