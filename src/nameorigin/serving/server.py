@@ -158,7 +158,8 @@ class NameAPI(ls.LitAPI):
     def encode_response(self, output: dict[str, Any]) -> Response:
         # Serialized here, in the model's worker: FastAPI would otherwise walk every answer's dicts in the HTTP
         # process (jsonable_encoder), the one process every request passes through.
-        return Response(json.dumps({"model": self.identity, **output}, ensure_ascii=False).encode(),
+        return Response(json.dumps({"model": self.identity, **output}, ensure_ascii=False, check_circular=False,
+                                   separators=(",", ":")).encode(),
                         media_type="application/json")
 
 
