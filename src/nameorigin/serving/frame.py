@@ -41,8 +41,8 @@ def predict_frame(frame: Any, column: str, predictor: Predictor | str, top_k: in
         raise UserError(f"column {column!r} is not in the frame: choose one of {', '.join(map(repr, frame.columns))}")
     predictor = Predictor.load(predictor) if not isinstance(predictor, Predictor) else predictor
     cells = frame[column].tolist()
-    blank = [cell is None or (not isinstance(cell, str) and bool(pd.isna(cell))) or not str(cell).strip()
-             for cell in cells]  # None, NaN, pd.NA and NaT alike
+    missing = frame[column].isna().tolist()  # None, NaN, pd.NA and NaT alike, in one vectorized pass
+    blank = [gone or not str(cell).strip() for cell, gone in zip(cells, missing, strict=True)]
     # A blank cell goes in as "": the Predictor's own unusable-input answer, never a prediction.
     names = Counter("" if is_blank else str(cell) for cell, is_blank in zip(cells, blank, strict=True))
     groups = DistinctNames.group(list(names), list(names.values()), predictor.normalize, markers=markers)

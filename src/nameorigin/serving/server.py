@@ -14,6 +14,7 @@ leaves to the application is done here:
 
 # No `from __future__ import annotations`: LitServe hands decode_request's parameter annotation to FastAPI, which
 # needs the class itself to read the body as a PredictRequest.
+import functools
 import hashlib
 import hmac
 import json
@@ -211,7 +212,9 @@ def one_line(error: RequestValidationError) -> str:
     return "; ".join(parts[:3]) + (f" (and {len(parts) - 3} more)" if len(parts) > 3 else "")
 
 
+@functools.cache
 def page() -> str:
+    """The page's HTML, read from the package once per process."""
     return resources.files("nameorigin.serving").joinpath("page.html").read_text(encoding="utf-8")
 
 
