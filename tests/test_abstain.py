@@ -34,7 +34,7 @@ def test_the_rule_is_fitted_on_validation_and_carried_to_the_refit(trained):
     model.load_state_dict(best["state_dict"])
     model.net.temperature.fill_(1.0)
     logits, _, _ = model.collect_logits(data.whole_split_loader("val"))
-    again = fit_abstention(data, logits / best["calibration"]["temperature"], 0.05, 0.5)
+    again, _ = fit_abstention(data, logits / best["calibration"]["temperature"], 0.05, 0.5)
     assert again.threshold == pytest.approx(rule["threshold"], abs=1e-5)
     assert again.val_abstained == pytest.approx(rule["val_abstained"]) and rule["val_abstained"] <= 0.1
     # The Predictor, scoring each validation name on its own, finds the same threshold: each name's letters and

@@ -10,8 +10,21 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import TINY, run_dirs, train
 
-from nameorigin.analysis.composition import Reference, estimate, frame_composition, linearized_em, table_composition
+from nameorigin.analysis.composition import (
+    Reference,
+    estimate,
+    frame_composition,
+    linearized_em,
+    reference_from,
+    solve_mix,
+    stored_reference,
+    table_composition,
+)
+from nameorigin.analysis.composition_check import composition_check
+from nameorigin.analysis.evaluate import checkpoint_splits
+from nameorigin.analysis.prior_check import named_mix
 from nameorigin.cli.predict import main as predict_main
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.prior import estimate_prior
@@ -28,6 +41,16 @@ def test_a_model_that_is_always_right_finds_the_mix_by_every_method():
         assert all(low <= share <= high for share, (low, high) in
                    zip(found.estimates[method], found.intervals[method], strict=True)), method
     assert found.rows == 1000
+
+
+def test_a_singular_confusion_takes_the_least_squares_mix():
+    """A resample whose only names of two labels are one name listed under both has two equal rows."""
+    confusion = torch.eye(3).repeat(2, 1, 1)
+    confusion[1, 0] = confusion[1, 1] = torch.tensor([0.5, 0.5, 0.0])
+    mean = torch.tensor([[0.2, 0.3, 0.5], [0.2, 0.3, 0.5]])
+    mix = solve_mix(confusion, mean)
+    assert torch.allclose(mix[0], mean[0]) and torch.isfinite(mix).all()
+    assert torch.allclose(mix[1], torch.tensor([0.25, 0.25, 0.5]), atol=1e-5)
 
 
 def test_the_linearized_em_replicas_match_em_run_to_convergence():
@@ -67,6 +90,7 @@ def test_the_command_reads_a_table_and_a_frame_gives_the_same(checkpoint, traine
     frame = frame_composition(pd.DataFrame({"surname": rows[:-3] + [None, "NaN", "x" * 80]}), "surname",
                               Predictor.load(checkpoint))
     assert frame.estimates["em"] == pytest.approx(found["estimates"]["em"], abs=1e-6)
+    assert "adjusted" in frame.estimates and "best.ckpt" in frame.reference  # the checkpoint's own reference
     assert frame.rows == found["rows"] and frame.unusable == found["unusable"]
     assert predict_main([str(checkpoint), "--file", str(table), "--column", "surname", "--composition",
                          "--reference", str(trained[1])]) == 0
@@ -82,3 +106,59 @@ def test_composition_refuses_per_name_options_in_one_line(checkpoint, capsys):
         predict_main([str(checkpoint), "Nakamura", "--composition", "--coverage", "0.9"])
     assert exit_info.value.code == 2
     assert "--composition answers for the whole list" in capsys.readouterr().err
+
+
+def test_every_checkpoint_of_a_run_carries_best_ckpts_held_out_reference(trained):
+    """The adjusted method's confusion comes from names the answering model did not train on: best.ckpt's answers
+    on validation, stored at calibration and carried to the refit (whose own answers there are in-sample)."""
+    run, corpus, _ = trained
+    best, refit = (Predictor.load(run / "checkpoints" / name) for name in ("best.ckpt", "refit.ckpt"))
+    assert refit.calibration.reference == best.calibration.reference
+    stored = stored_reference(refit)
+    assert "best.ckpt" in stored.measured_on and "validation" in stored.measured_on
+    again = reference_from(best, checkpoint_splits(best, corpus)["val"])  # best.ckpt answering validation now
+    assert len(again.targets) == len(stored.targets)
+    assert torch.allclose(stored.confusion(), again.confusion(), atol=1e-5)
+    card = refit.model_card  # the run's model carries the card
+    assert "## What fitted each part" in card and "best.ckpt answers it" in card
+
+
+def write_confusable_corpus(folder, per_language: int = 60, borrowed: float = 0.3, seed: int = 0):
+    """Four languages whose endings are borrowed by the others' names 30 % of the time: a model that errs, so
+    its confusion is far from the identity and a refit could learn its validation names' answers."""
+    import random
+
+    from conftest import ENDINGS
+
+    rng = random.Random(seed)
+    folder.mkdir(parents=True)
+    endings = list(ENDINGS.values())
+    for language, ending in ENDINGS.items():
+        names = set()
+        while len(names) < per_language:
+            stem = "".join(rng.choice("bcdfgklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(1, 3)))
+            names.add(stem.capitalize() + (rng.choice(endings) if rng.random() < borrowed else ending))
+        (folder / f"{language}.txt").write_text("\n".join(sorted(names)) + "\n", encoding="utf-8")
+    return folder
+
+
+@pytest.mark.slow
+def test_the_refit_and_best_ckpt_cover_alike_and_a_refit_refuses_its_own_validation(tmp_path, capsys):
+    corpus = write_confusable_corpus(tmp_path / "names")
+    result = train(tmp_path, f"data.root={corpus}", *TINY[:3], "trainer.max_epochs=6", *TINY[4:])
+    assert result.returncode == 0, result.stderr[-2000:]
+    (run,) = run_dirs(tmp_path)
+    coverage = {}
+    for name in ("best.ckpt", "refit.ckpt"):
+        predictor = Predictor.load(run / "checkpoints" / name)
+        mixes = {spec: named_mix(spec, predictor) for spec in ("uniform", "dominated", "absent")}
+        found = composition_check(predictor, corpus, mixes, tables=40, size=300, bootstraps=100, abstain=False)
+        coverage[name] = np.mean([mix["adjusted"]["coverage"] for mix in found["mixes"].values()])
+    assert coverage["best.ckpt"] >= 0.7 and abs(coverage["best.ckpt"] - coverage["refit.ckpt"]) <= 0.1, coverage
+    with pytest.raises(SystemExit) as exit_info:
+        predict_main([str(run / "checkpoints" / "refit.ckpt"), "Nakamura", "--composition", "--reference",
+                      str(corpus)])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and "drop --reference" in err
+    assert predict_main([str(run / "checkpoints" / "refit.ckpt"), "Nakamura", "Bellelli", "--composition"]) == 0
+    assert "reference: " in capsys.readouterr().out

@@ -5,7 +5,9 @@ counted), each with a percentile bootstrap interval:
 - `mean`: the rows' mean probability per label;
 - `em`: the EM estimate of the prior (nameorigin.serving.prior), each name weighted by its rows;
 - `adjusted`: the mean probability corrected by the model's soft confusion matrix, measured on held-out names of
-  known label (the reference: best.ckpt's validation names): E[p | label k] is row k of that matrix, so the
+  known label (the reference: the validation names as best.ckpt answers them, which every checkpoint of a run
+  carries; a refit trained on those names, so its own answers there would be in-sample and its intervals a sixth
+  as wide as they should be): E[p | label k] is row k of that matrix, so the
   table's mean probability is its transpose times the true mix, which is solved for (black-box shift estimation
   on probabilities, Lipton et al. 2018). Its interval resamples the reference names as well as the table's rows,
   so it carries the model's own uncertainty; the other two resample the rows alone.
@@ -35,6 +37,7 @@ class Reference:
 
     probs: torch.Tensor
     targets: torch.Tensor
+    measured_on: str = ""  # which names, answered by which model: stated with every composition
 
     def confusion(self, weights: torch.Tensor | None = None) -> torch.Tensor:
         """The soft confusion matrix: row k the mean probability vector of the names of label k (the identity's
@@ -56,10 +59,11 @@ class Composition:
     estimates: dict[str, list[float]] = field(default_factory=dict)  # method -> share per label
     intervals: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # method -> (low, high) per label
     level: float = LEVEL
+    reference: str = ""  # which names measured the adjusted method's confusion, or why there is no adjusted
 
     def as_dict(self) -> dict:
         return {"labels": self.labels, "rows": self.rows, "abstained": self.abstained, "unusable": self.unusable,
-                "level": self.level, "estimates": self.estimates,
+                "level": self.level, "reference": self.reference, "estimates": self.estimates,
                 "intervals": {m: [list(pair) for pair in pairs] for m, pairs in self.intervals.items()}}
 
     def table(self) -> str:
@@ -74,12 +78,21 @@ class Composition:
         lines.append(f"{self.rows:,} rows counted; left out: {self.abstained:,} abstained, {self.unusable:,} without "
                      "a usable name. mean and em intervals resample the rows; adjusted's also resamples the "
                      "reference names (the model's uncertainty)")
+        if self.reference:
+            lines.append(f"reference: {self.reference}")
         return "\n".join(lines)
 
 
 def solve_mix(confusion: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
-    """The mix q with confusionᵀ q = mean, clipped at 0 and renormalized (batched over leading dimensions)."""
-    solved = torch.linalg.solve(confusion.transpose(-1, -2), mean.unsqueeze(-1)).squeeze(-1).clamp_min(0)
+    """The mix q with confusionᵀ q = mean, clipped at 0 and renormalized (batched over leading dimensions). A
+    singular matrix (a resample whose only names of two labels are one name listed under both) takes the
+    least-squares solution of smallest norm."""
+    system, target = confusion.transpose(-1, -2), mean.unsqueeze(-1)
+    solved, info = torch.linalg.solve_ex(system, target)
+    if bool((info != 0).any()):
+        failed = info != 0
+        solved[failed] = torch.linalg.pinv(system[failed]) @ target[failed]
+    solved = solved.squeeze(-1).clamp_min(0)
     return solved / solved.sum(-1, keepdim=True).clamp_min(1e-12)
 
 
@@ -111,7 +124,8 @@ def estimate(probs: torch.Tensor, counts: torch.Tensor, trained: torch.Tensor, l
     """The composition of rows whose distinct names have `probs` [n, labels] and row `counts` [n]."""
     counts = counts.double()
     total = int(counts.sum())
-    result = Composition(labels, total, abstained, unusable, level=level)
+    result = Composition(labels, total, abstained, unusable, level=level,
+                         reference=reference.measured_on if reference is not None else "")
     if total == 0:
         return result
     shares = (counts / counts.sum()).float()
@@ -173,7 +187,8 @@ def reference_from(predictor: Predictor, pairs: list[tuple[str, str]], abstain: 
 
 def composition_of(predictor: Predictor, names: list[str], counts: list[int] | np.ndarray,
                    reference: Reference | None = None, abstain: bool = True, **options) -> Composition:
-    """The composition of rows given as distinct names with their row counts."""
+    """The composition of rows given as distinct names with their row counts; `reference`: None leaves the
+    adjusted method out."""
     counts = np.asarray(counts, dtype=np.int64)
     probs, usable, abstained = answered(predictor, names)
     left_out = abstained if abstain else np.zeros_like(abstained)
@@ -230,7 +245,7 @@ def cells_composition(predictor: Predictor, cells: dict, reference: Reference | 
 def frame_composition(frame, column: str, predictor: Predictor | str, reference: Reference | None = None,
                       **options) -> Composition:
     """predict_frame's counterpart: the composition of a DataFrame column's rows (blank, NaN and None cells
-    counted as unusable)."""
+    counted as unusable); the adjusted method from `reference`, else from the one the checkpoint carries."""
     import pandas as pd
 
     from nameorigin.base.errors import UserError
@@ -241,20 +256,47 @@ def frame_composition(frame, column: str, predictor: Predictor | str, reference:
     counts = frame[column].value_counts(dropna=False)
     cells = {None if (not isinstance(cell, str) and bool(pd.isna(cell))) else cell: int(n)
              for cell, n in counts.items()}
-    return cells_composition(predictor, cells, reference, **options)
+    return cells_composition(predictor, cells, reference or stored_reference(predictor), **options)
 
 
-def checkpoint_reference(predictor: Predictor, root: str | None) -> Reference | None:
-    """The validation names of the corpus or table the checkpoint trained on, as a Reference; with no root, the
-    shipped corpus when it is the one (None otherwise: no adjusted estimate)."""
+def stored_reference(predictor: Predictor) -> Reference | None:
+    """The held-out reference the checkpoint carries (nameorigin.model.artifacts.HeldOutReference), or None."""
+    stored = predictor.calibration.reference if predictor.calibration else None
+    if stored is None or not stored.targets:
+        return None
+    sample = f" (a label-stratified sample of {len(stored.targets):,})" if len(stored.targets) < stored.held_out \
+        else ""
+    return Reference(torch.tensor(stored.probs, dtype=torch.float32), torch.tensor(stored.targets),
+                     f"{stored.held_out:,} names of {stored.fitted_on}{sample}")
+
+
+def checkpoint_reference(predictor: Predictor, root: str | None) -> tuple[Reference | None, str]:
+    """The reference for the adjusted method and what it is: the one the checkpoint carries; for a checkpoint
+    without one, the validation names of the corpus or table it trained on (root, or the shipped corpus when it
+    is the one), answered now, unless the model trained on them (a refit), which leaves the adjusted method out."""
     from nameorigin.analysis.evaluate import checkpoint_splits
     from nameorigin.base.errors import UserError
+    from nameorigin.data.batching import is_refit
     from nameorigin.data.corpus import shipped_corpus
 
+    refit = is_refit(predictor.data_settings)
+    if refit and root:
+        raise UserError("--reference: this model trained on its corpus' validation names (a refit), so its "
+                        "confusion there is in-sample and its intervals too narrow; drop --reference (the checkpoint "
+                        "carries best.ckpt's held-out names) or pass the run's best.ckpt")
+    stored = stored_reference(predictor)
+    if stored is not None and not root:
+        return stored, stored.measured_on
+    if refit:
+        return None, ("no adjusted estimate: this refitted model carries no held-out reference and trained on its "
+                      "validation names; the run's best.ckpt gives one")
     try:
         splits = checkpoint_splits(predictor, root or shipped_corpus())
     except UserError:
         if root:
             raise
-        return None
-    return reference_from(predictor, splits["val"])
+        return None, "no adjusted estimate: the checkpoint carries no reference; pass --reference with its corpus"
+    reference = reference_from(predictor, splits["val"])
+    reference.measured_on = f"{len(reference.targets):,} validation names of {root or 'the shipped corpus'}, " \
+                            "answered by this model (held out from it)"
+    return reference, reference.measured_on

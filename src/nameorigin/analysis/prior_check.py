@@ -31,14 +31,27 @@ from nameorigin.serving.prior import estimate_prior, read_prior, reweight
 
 
 def named_mix(spec: str, predictor: Predictor) -> torch.Tensor:
-    """`uniform`, `swapped` or a JSON file of label -> share, as a distribution over the predictor's labels."""
+    """`uniform`, `swapped` (the training mix with its two largest labels' shares swapped), `dominated` (the
+    largest training label at 98 %, the rest in their training proportions), `absent` (every third label absent,
+    the rest in their training proportions) or a JSON file of label -> share, as a distribution over the
+    predictor's labels."""
+    mix = predictor.training_shares.clone()
     if spec == "swapped":
-        mix = predictor.training_shares.clone()
         first, second = mix.topk(2).indices.tolist()
         mix[first], mix[second] = mix[second].item(), mix[first].item()
         return mix
+    if spec == "dominated":
+        top = int(mix.argmax())
+        mix[top] = 0.0
+        mix = 0.02 * mix / mix.sum()
+        mix[top] = 0.98
+        return mix
+    if spec == "absent":
+        mix[::3] = 0.0
+        return mix / mix.sum()
     if spec == "estimate":
-        raise UserError("--mix estimate: the mix drawn must be known; pass uniform, swapped or a JSON file")
+        raise UserError("--mix estimate: the mix drawn must be known; pass uniform, swapped, dominated, absent "
+                        "or a JSON file")
     return read_prior(spec, predictor.labels)
 
 

@@ -86,9 +86,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "--file with --column): the mean probability, the EM estimate and, with a reference, the "
                         "confusion-adjusted estimate, each with a 90%% interval (docs/serving.md \"Composition\")")
     parser.add_argument("--reference", metavar="DIR",
-                        help="with --composition: the corpus folder or table the checkpoint trained on; its "
-                        "validation names measure the model's confusion (default: the shipped corpus, when the "
-                        "checkpoint trained on it)")
+                        help="with --composition, for a checkpoint that carries no held-out reference: the corpus "
+                        "folder or table it trained on, whose validation names measure the model's confusion "
+                        "(default: the reference in the checkpoint; else the shipped corpus, when it trained on it). "
+                        "Refused for a refit, which trained on those names")
     parser.add_argument("--card", action="store_true", help="print the model card stored in the run's model "
                         "(refit.ckpt, or best.ckpt in a run without a refit)")
     args = parser.parse_intermixed_args(argv)
@@ -206,12 +207,13 @@ def print_composition(predictor: Predictor, args: argparse.Namespace) -> int:
 
     from nameorigin.analysis.composition import cells_composition, checkpoint_reference, table_composition
 
-    reference = checkpoint_reference(predictor, args.reference)
+    reference, measured_on = checkpoint_reference(predictor, args.reference)
     if args.column:
         found = table_composition(predictor, args.file, args.column, args.delimiter, reference,
                                   abstain=not args.no_abstain)
     else:
         found = cells_composition(predictor, Counter(read_names(args)), reference, abstain=not args.no_abstain)
+    found.reference = measured_on
     print(json.dumps(found.as_dict()) if args.format == "json" else found.table())
     return 0
 

@@ -84,15 +84,15 @@ def measure(spec: dict) -> dict:
 
 
 def measure_composition(spec: dict) -> dict:
-    """--composition on the Parquet table: each label's share with its intervals, the reference included when the
-    checkpoint trained on the shipped corpus."""
+    """--composition on the Parquet table: each label's share with its intervals, the reference included (the
+    checkpoint's own, or the shipped corpus' validation names for an older best.ckpt)."""
     from nameorigin.analysis.composition import checkpoint_reference, table_composition
     from nameorigin.serving.predict import Predictor
 
     predictor = Predictor.load(spec["checkpoint"])
     start = time.perf_counter()
     found = table_composition(predictor, spec["source"], "surname",
-                              reference=checkpoint_reference(predictor, None))
+                              reference=checkpoint_reference(predictor, None)[0])
     seconds = time.perf_counter() - start
     return {"rows": found.rows + found.abstained + found.unusable, "names": None, "seconds": seconds,
             "peak_rss_gb": peak_rss_gb(), "methods": list(found.estimates)}

@@ -44,6 +44,31 @@ class AbstentionRule:
 
 
 @dataclass
+class HeldOutReference:
+    """Names the model did not train on, as it answers them: their calibrated probabilities and true labels (the
+    names the abstention rule turns away left out). `--composition`'s adjusted method reads the model's soft
+    confusion from them (nameorigin.analysis.composition). Fitted for best.ckpt on the validation names and carried
+    to the refit, which trained on those names: its own answers there would be in-sample, its confusion near the
+    identity, and its intervals too narrow. A seeded, label-stratified sample where the split holds more than
+    REFERENCE_VALUES probabilities (`held_out` says how many names there were)."""
+
+    probs: list[list[float]]
+    targets: list[int]
+    held_out: int = 0
+    fitted_on: str = ""
+
+    def plain(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_plain(cls, values: dict[str, Any] | None) -> HeldOutReference | None:
+        return cls(**known_fields(cls, values)) if values else None
+
+
+REFERENCE_VALUES = 250_000  # probabilities a checkpoint keeps of its reference (names x labels)
+
+
+@dataclass
 class Calibration:
     """Fitted on validation after training (nameorigin.model.calibration.calibrate): the temperature (already
     inside the network), the conformal thresholds by coverage level, the label mix of the calibrated
@@ -65,7 +90,9 @@ class Calibration:
     conformal_score: str = ""
     label_prior: list[float] | None = None
     abstention: AbstentionRule | None = None
+    reference: HeldOutReference | None = None
     carried_from: str | None = None  # the refit's: "best.ckpt", whose validation fitted it
+    fitted_on: str = ""  # which names fitted the temperature and thresholds, and which model answered them
 
     def set_kinds(self, level: str) -> list[str]:
         """The kinds of prediction set fitted at a stored level: marginal, and mondrian where it was fitted."""
@@ -80,6 +107,7 @@ class Calibration:
     def plain(self) -> dict[str, Any]:
         values = dataclasses.asdict(self)
         values["abstention"] = self.abstention.plain() if self.abstention else None
+        values["reference"] = self.reference.plain() if self.reference else None
         return values
 
     @classmethod
@@ -88,6 +116,7 @@ class Calibration:
             return None
         known = known_fields(cls, values)
         known["abstention"] = AbstentionRule.from_plain(known.get("abstention"))
+        known["reference"] = HeldOutReference.from_plain(known.get("reference"))
         return cls(**known)
 
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import torch
 
-from nameorigin.model.artifacts import Calibration
+from nameorigin.model.artifacts import REFERENCE_VALUES, Calibration, HeldOutReference
 
 # The temperature is searched in this range. When every validation name is right by a wide margin the loss keeps
 # falling as T -> 0 (on a tiny corpus it reached 0.002, every probability 1.0); the bound stops it first.
@@ -156,3 +156,20 @@ def calibrate(logits: torch.Tensor, targets: torch.Tensor, coverages: Sequence[f
         conformal_score="1 - p(true language), top language always included",
         # the label mix the calibrated probabilities carry, which --prior divides out (serving/prior.py)
         label_prior=scaled.mean(0).tolist())
+
+
+def held_out_reference(probs: torch.Tensor, targets: torch.Tensor, fitted_on: str, budget: int = REFERENCE_VALUES,
+                       seed: int = 0) -> HeldOutReference:
+    """The held-out names' calibrated probabilities [n, labels] and labels as a checkpoint keeps them: every name
+    while n x labels fits `budget`, else a seeded sample of up to m names per label, m the largest that fits (the
+    rare labels' rows of the confusion keep all their names)."""
+    labels = probs.shape[1]
+    room = max(budget // labels, 1)
+    by_label = [torch.nonzero(targets == k).flatten() for k in range(labels)]
+    cap = max((len(rows) for rows in by_label), default=0)
+    while cap > 1 and sum(min(len(rows), cap) for rows in by_label) > room:
+        cap = cap * 9 // 10
+    generator = torch.Generator().manual_seed(seed)
+    kept = torch.cat([rows[torch.randperm(len(rows), generator=generator)[:cap]] for rows in by_label]).sort().values
+    return HeldOutReference(probs=[[round(p, 6) for p in row] for row in probs[kept].tolist()],
+                            targets=targets[kept].tolist(), held_out=len(targets), fitted_on=fitted_on)

@@ -21,9 +21,10 @@ from nameorigin.model.novelty import CharTrigrams, ood_score
 
 
 def fit_abstention(datamodule: Any, decided_logits: torch.Tensor, false_abstention: float,
-                   max_unknown_share: float) -> AbstentionRule:
+                   max_unknown_share: float) -> tuple[AbstentionRule, torch.Tensor]:
     """`decided_logits`: the validation names' logits as served (temperature included), in the order of
-    `datamodule.whole_split_loader("val")`, which is read again here for the names' characters."""
+    `datamodule.whole_split_loader("val")`, which is read again here for the names' characters. Returns the rule
+    and which validation names it turns away."""
     train = datamodule.datasets["train"]
     trigrams = CharTrigrams.fit(train.tokens.long(), train.lengths, len(datamodule.vocab))
     unk, novelty, unknown = datamodule.vocab.index(UNK), [], []
@@ -36,7 +37,9 @@ def fit_abstention(datamodule: Any, decided_logits: torch.Tensor, false_abstenti
     score = ood_score(novelty, energy, scale)
     threshold = float(torch.quantile(score.double(), false_abstention))
     abstained = (unknown > max_unknown_share) | (score < threshold)
-    return AbstentionRule(threshold=threshold, scale=scale, novelty=trigrams.state(),
+    rule = AbstentionRule(threshold=threshold, scale=scale, novelty=trigrams.state(),
                           false_abstention=false_abstention, max_unknown_share=max_unknown_share,
                           val_abstained=float(abstained.float().mean()),
-                          fitted_on="trigram counts of the training names; threshold on the validation names")
+                          fitted_on="letter trigrams counted on the training split; the scores' scale and threshold "
+                                    "on the validation split, as best.ckpt answers it (held out from it)")
+    return rule, abstained

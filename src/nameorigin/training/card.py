@@ -110,6 +110,21 @@ def picked_lines(picks: list) -> list[str]:
             f"data\"): {describe(picks)}."] if picks else []
 
 
+def fitted_on_lines(calibration: Calibration, refitted: bool) -> list[str]:
+    """Which names fitted each part this model carries, and whether the model trained on them."""
+    parts = [("Temperature and prediction-set thresholds", calibration.fitted_on),
+             ("Abstention rule", calibration.abstention.fitted_on if calibration.abstention else ""),
+             ("`--composition`'s confusion reference",
+              f"{calibration.reference.fitted_on} ({len(calibration.reference.targets):,} of its "
+              f"{calibration.reference.held_out:,} names kept)" if calibration.reference else "")]
+    lines = [f"- {part}: {names}." for part, names in parts if names]
+    if not lines:
+        return []
+    why = (" This model trained on the validation names too; none of these parts was fitted on its own answers "
+           "there, and the test split measures how well they carry.") if refitted else ""
+    return ["", "## What fitted each part", *lines, *([why.strip()] if why else [])]
+
+
 def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: str,
            picks: list | None = None, label_rows: list[dict] | None = None) -> str:
     """The card's Markdown; `label_rows`: the test split's per-label report (nameorigin.model.label_report)."""
@@ -240,6 +255,7 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
                       f"threshold {rule.threshold:.3f}, set to abstain on {rule.false_abstention:.0%} of the "
                       f"validation names{' for best.ckpt and carried over' if refitted else ''}). Validation: "
                       f"{percent(rule.val_abstained)}; test: {percent(metrics.get('test/abstained'))}."]
+        lines += fitted_on_lines(calibration, refitted)
     columns = manifest["columns"] if table else {}
     limits = LIMITS if not table else TABLE_LIMITS.format(
         path=manifest["path"], label=label, column=", ".join(columns.get("share_columns") or [columns["label_column"]]))

@@ -23,7 +23,7 @@ from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig, check_run, from_plain, shape_fields
 from nameorigin.data.batching import is_refit
 from nameorigin.model.artifacts import Calibration
-from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate
+from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate, held_out_reference
 from nameorigin.model.cells import check_cell
 from nameorigin.training import graphed, refit, sizing, transfer
 from nameorigin.training.abstention import fit_abstention
@@ -33,6 +33,8 @@ from nameorigin.training.dashboard import log_calibration
 from nameorigin.training.module import NameClassifier
 
 log = logging.getLogger(__name__)
+# What fitted every part of the calibration: names the answering model did not train on. The refit carries them.
+HELD_OUT_BY_BEST = "the validation split, as best.ckpt answers it (trained on train alone)"
 
 
 class NoAdverts(logging.Filter):
@@ -259,8 +261,12 @@ def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningData
     logits, targets, shares = model.collect_logits(datamodule.whole_split_loader("val"))  # rank 0 alone: all of it
     summary = calibrate(logits, targets, list(settings.coverages), int(settings.bins),
                         shares if model.config.soft_targets else None, str(settings.sets))
-    summary.abstention = fit_abstention(datamodule, logits / summary.temperature,
-                                           float(settings.false_abstention), float(settings.max_unknown_share))
+    decided = logits / summary.temperature
+    summary.abstention, abstained = fit_abstention(datamodule, decided, float(settings.false_abstention),
+                                                   float(settings.max_unknown_share))
+    summary.fitted_on = HELD_OUT_BY_BEST
+    kept = ~abstained  # as --composition answers a table: the names the rule turns away left out
+    summary.reference = held_out_reference(decided[kept].softmax(-1), targets[kept], HELD_OUT_BY_BEST)
 
     def store(checkpoint: dict) -> None:
         checkpoint["state_dict"]["net.temperature"] = torch.tensor(summary.temperature)
