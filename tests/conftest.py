@@ -75,6 +75,21 @@ def write_corpus(folder: Path, per_language: int = 40, seed: int = 0) -> Path:
     return folder
 
 
+def write_confusable_corpus(folder, per_language: int = 60, borrowed: float = 0.3, seed: int = 0):
+    """Four languages whose endings are borrowed by the others' names 30 % of the time: a model that errs, so
+    its confusion is far from the identity and a refit could learn its validation names' answers."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True)
+    endings = list(ENDINGS.values())
+    for language, ending in ENDINGS.items():
+        names = set()
+        while len(names) < per_language:
+            stem = "".join(rng.choice("bcdfgklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(1, 3)))
+            names.add(stem.capitalize() + (rng.choice(endings) if rng.random() < borrowed else ending))
+        (folder / f"{language}.txt").write_text("\n".join(sorted(names)) + "\n", encoding="utf-8")
+    return folder
+
+
 @pytest.fixture
 def tiny_corpus(tmp_path: Path) -> Path:
     return write_corpus(tmp_path / "names")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import TINY, run_dirs, train
+from conftest import TINY, run_dirs, train, write_confusable_corpus
 
 from nameorigin.analysis.composition import (
     Reference,
@@ -121,25 +121,6 @@ def test_every_checkpoint_of_a_run_carries_best_ckpts_held_out_reference(trained
     assert torch.allclose(stored.confusion(), again.confusion(), atol=1e-5)
     card = refit.model_card  # the run's model carries the card
     assert "## What fitted each part" in card and "best.ckpt answers it" in card
-
-
-def write_confusable_corpus(folder, per_language: int = 60, borrowed: float = 0.3, seed: int = 0):
-    """Four languages whose endings are borrowed by the others' names 30 % of the time: a model that errs, so
-    its confusion is far from the identity and a refit could learn its validation names' answers."""
-    import random
-
-    from conftest import ENDINGS
-
-    rng = random.Random(seed)
-    folder.mkdir(parents=True)
-    endings = list(ENDINGS.values())
-    for language, ending in ENDINGS.items():
-        names = set()
-        while len(names) < per_language:
-            stem = "".join(rng.choice("bcdfgklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(1, 3)))
-            names.add(stem.capitalize() + (rng.choice(endings) if rng.random() < borrowed else ending))
-        (folder / f"{language}.txt").write_text("\n".join(sorted(names)) + "\n", encoding="utf-8")
-    return folder
 
 
 @pytest.mark.slow

@@ -9,10 +9,11 @@ import pytest
 import torch
 from conftest import ROOT, run_in_process
 
-from nameorigin.analysis.baseline import fit_ngram_baseline
 from nameorigin.analysis.evaluate import checkpoint_splits, evaluate
-from nameorigin.analysis.paired import bootstrap_margin, compare_with_baseline, mcnemar_p
+from nameorigin.analysis.paired import compare_with_baseline
 from nameorigin.serving.predict import Predictor
+from nameorigin.training.baseline import fit_ngram_baseline
+from nameorigin.training.margin import bootstrap_margin, mcnemar_p
 
 PREDICT = str(ROOT / "scripts" / "predict.py")
 

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from conftest import TINY, train_refused
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from nameorigin.analysis.baseline import fit_ngram_baseline
 from nameorigin.serving.predict import Predictor
+from nameorigin.training.baseline import fit_ngram_baseline
 
 
 def recomputed_test_loss(checkpoint, pairs: list[list[str]]) -> float:

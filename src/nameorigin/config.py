@@ -157,6 +157,9 @@ class ModelConfig(NetConfig):
     soft_targets: bool | None = None  # null: a share table's or the surnames' shares; true: languages share a target
     normalize: Normalize = Normalize.ascii
     init_from: str | None = None  # fine-tuning: a checkpoint of experiment=surnames_pretrain
+    # The n-gram head also fitted alone (L2, penalty picked on validation) and mixed with the network at the weight
+    # validation picks (nameorigin.training.linear_part); false: the head trains with the network alone
+    linear_part: bool = True
     transfer_features: bool = True  # keep the pretrained country head as features
     known_names_cache: str | None = None  # a surnames cache: the exact name's country shares as evidence
     evidence_hidden: int = field(default=0, metadata=HEAD)  # > 0: a hidden layer between those shares and logits
@@ -342,6 +345,14 @@ class RefitConfig:
 
 
 @dataclass
+class MarginConfig:
+    """nameorigin.training.margin: after the test, the n-gram baseline fitted on the run's own split and the
+    model's margin over it, with its paired interval, in the results, train.log, the card and the checkpoint."""
+
+    enabled: bool = True
+
+
+@dataclass
 class CardConfig:
     """nameorigin.training.card: MODEL_CARD.md in the run folder and inside the checkpoint."""
 
@@ -357,6 +368,7 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
     refit: RefitConfig = field(default_factory=RefitConfig)
+    margin: MarginConfig = field(default_factory=MarginConfig)
     card: CardConfig = field(default_factory=CardConfig)
     trainer: Any = None
     callbacks: Any = None
@@ -410,5 +422,6 @@ SCHEMAS: dict[tuple[str | None, str], type] = {
     ("data", "table_schema"): TableDataConfig,
     ("calibration", "calibration_schema"): CalibrationConfig,
     ("refit", "refit_schema"): RefitConfig,
+    ("margin", "margin_schema"): MarginConfig,
     ("card", "card_schema"): CardConfig,
 }

@@ -3,53 +3,22 @@
 Two accuracies from one test split share its sampling noise, so their difference is judged on the names where
 the two disagree: an exact McNemar test on those, and a paired bootstrap interval for the accuracy margin (the
 test names resampled with replacement, both models scored on each resample). The baseline is fitted on the
-checkpoint's own train split, with C chosen on its validation split, exactly as nameorigin.analysis.baseline does; for a
+checkpoint's own train split, with C chosen on its validation split, exactly as nameorigin.training.baseline does; for a
 refit checkpoint (nameorigin.training.refit) it is then refitted on train + validation too, so both saw the same names.
 """
 
 from __future__ import annotations
 
-from math import comb
 from pathlib import Path
 
 import torch
 
-from nameorigin.analysis.baseline import fit_hashed_baseline, fit_ngram_baseline
 from nameorigin.analysis.evaluate import checkpoint_splits, evaluate
 from nameorigin.base.errors import UserError
 from nameorigin.data.batching import TRAINED_ON, is_refit
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
-
-
-def mcnemar_p(only_first: int, only_second: int) -> float:
-    """Two-sided exact McNemar p-value: how likely a split of the disagreements at least this uneven is when
-    either side is equally likely to be the one that is right."""
-    n = only_first + only_second
-    if n == 0:
-        return 1.0
-    tail = sum(comb(n, k) for k in range(min(only_first, only_second) + 1))
-    return min(1.0, 2 * tail / 2**n)
-
-
-def bootstrap_margin(first_correct: torch.Tensor, second_correct: torch.Tensor, samples: int = 10_000,
-                     level: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile interval of accuracy(first) - accuracy(second) over paired resamples of the test names.
-    Each name contributes -1, 0 or +1, so a resample is a multinomial draw over those three outcomes."""
-    if first_correct.shape != second_correct.shape or first_correct.numel() == 0:
-        raise ValueError("bootstrap_margin needs two equally long, non-empty correctness vectors")
-    difference = first_correct.long() - second_correct.long()
-    n = difference.numel()
-    shares = torch.stack([(difference == d).double().mean() for d in (-1, 0, 1)])
-    generator = torch.Generator().manual_seed(seed)
-    # A multinomial draw of n over (-1, 0, +1) is a binomial for -1, then a binomial for +1 among the rest.
-    minus = torch.binomial(torch.full((samples,), float(n), dtype=torch.double), shares[0].expand(samples),
-                           generator=generator)
-    plus_share = shares[2] / (1 - shares[0]) if shares[0] < 1 else shares[0].new_zeros(())
-    plus = torch.binomial(n - minus, plus_share.clamp(0, 1).expand(samples), generator=generator)
-    margins = (plus - minus) / n
-    low, high = torch.quantile(margins, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.double))
-    return float(low), float(high)
-
+from nameorigin.training.baseline import fit_hashed_baseline, fit_ngram_baseline
+from nameorigin.training.margin import paired
 
 BASELINES = {"lr": fit_ngram_baseline, "sgd": fit_hashed_baseline}  # --baseline's choices
 
@@ -70,15 +39,11 @@ def compare_with_baseline(predictor: Predictor, root: str | Path, batch_size: in
     model_correct = torch.tensor(ours["correct"])
     baseline_correct = torch.tensor([p == language for p, (_, language) in
                                      zip(baseline["test_predictions"], splits["test"], strict=True)])
-    only_model = int((model_correct & ~baseline_correct).sum())
-    only_baseline = int((baseline_correct & ~model_correct).sum())
-    low, high = bootstrap_margin(model_correct, baseline_correct)
     return {"size": len(splits["test"]), "model_acc": ours["accuracy"], "model_macro_f1": ours["macro_f1"],
             "baseline_acc": baseline["test_acc"], "baseline_macro_f1": baseline["test_macro_f1"], "kind": kind,
             "setting": f"C={baseline['C']:g}" if kind == "lr" else f"alpha={baseline['alpha']:g}",
             "model_precision_at": ours.get("precision_at"), "baseline_precision_at": baseline.get("precision_at"),
-            "margin": ours["accuracy"] - baseline["test_acc"], "interval": [low, high],
-            "only_model": only_model, "only_baseline": only_baseline, "p": mcnemar_p(only_model, only_baseline),
+            "margin": ours["accuracy"] - baseline["test_acc"], **paired(model_correct, baseline_correct),
             "trained_on": baseline["trained_on"]}
 
 

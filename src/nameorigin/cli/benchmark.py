@@ -214,7 +214,7 @@ def bench_accuracy(args: argparse.Namespace, target: float = 0.85) -> dict:
     result = {"target": target, "seconds_to_target": reached, "best_val_acc": max(e.value for e in curve),
               "train_seconds": total}
     try:
-        from nameorigin.analysis.baseline import ngram_baseline
+        from nameorigin.training.baseline import ngram_baseline
 
         result["baseline"] = ngram_baseline(args.data)
     except ImportError:

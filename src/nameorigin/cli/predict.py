@@ -250,10 +250,15 @@ def main(argv: list[str] | None = None) -> int:
                 except UserError as error:
                     raise UserError(f"--known-names: {error}") from None
             result = evaluate(predictor, args.evaluate, args.batch_size, known)
+            result["margin_at_training"] = predictor.meta.margin
             if args.format == "json":
                 print(json.dumps(result))
                 return 0
             print(format_report(result))
+            if predictor.meta.margin:
+                from nameorigin.training.margin import margin_line
+
+                print(f"\nmargin measured when the run ended: {margin_line(predictor.meta.margin)}")
             if args.explain:
                 from nameorigin.analysis.explain_check import explanation_check, format_check
 

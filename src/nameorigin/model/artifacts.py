@@ -134,6 +134,7 @@ class ServingMeta:
     model_card: str | None = None
     training_shares: list[float] | None = None  # the label mix the probabilities carry by construction
     calibrated: bool = True  # False: serve the probabilities before temperature scaling (a serving choice)
+    margin: dict[str, Any] | None = None  # nameorigin.training.margin: the run's margin over the n-gram baseline
 
     def plain(self) -> dict[str, Any]:
         values = dataclasses.asdict(self)
@@ -160,7 +161,8 @@ class ServingMeta:
         return cls(vocab=list(hp["vocab"]), labels=list(hp["labels"]), normalize=hp["config"]["normalize"],
                    label_name=settings.get("label_name", "language"), label_names=hp.get("label_names"),
                    data_settings=settings, calibration=Calibration.from_plain(checkpoint.get("calibration")),
-                   model_card=checkpoint.get("model_card"), training_shares=training_shares(hp))
+                   model_card=checkpoint.get("model_card"), training_shares=training_shares(hp),
+                   margin=checkpoint.get("margin"))
 
 
 def training_shares(hparams: dict[str, Any]) -> list[float] | None:

@@ -13,7 +13,9 @@ from nameorigin.data.batching import is_refit
 from nameorigin.data.names import shipped_corpus
 from nameorigin.model.artifacts import Calibration
 from nameorigin.model.label_report import report_table, weakest_line
+from nameorigin.training import linear_part
 from nameorigin.training.checkpointing import update_checkpoint
+from nameorigin.training.margin import margin_line
 from nameorigin.training.sizing import describe
 
 LIMITS = """\
@@ -163,6 +165,11 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
                                                          if model["evidence_hidden"] else "") + ")"
               if transfer.get("known_names") else "") + "."]
           if model["init_from"] else []),
+        *([f"- Two parts: the n-gram head fitted alone as an L2-regularized linear model, and the network (the "
+           f"recurrent cell with its own n-gram head), mixed at the weight validation picked; "
+           f"{linear_part.describe(checkpoint['linear_part'])}"
+           + (". The refit fitted its linear part again on train + validation with that penalty and weight."
+              if refitted else ".")] if checkpoint.get("linear_part") else []),
         "- Settings (`model.*`, as stored in the checkpoint): "
         + ", ".join(f"{key}={value}" for key, value in model.items() if key not in ("optimizer", "scheduler")) + ".",
         *picked_lines(picks or []),
@@ -198,6 +205,8 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
           if "test/acc_in_pretrain" in metrics else []),
         *([f"- {weakest_line(label_rows, label)} Every {label}'s figures with their intervals: below."]
           if label_rows and weakest_line(label_rows, label) else []),
+        *([f"- **Margin over the n-gram baseline** on these test names: {margin_line(checkpoint['margin'])}; "
+           f"exact McNemar p = {checkpoint['margin']['p']:.3g}."] if checkpoint.get("margin") else []),
         ("- The reference on this same split is a logistic regression over hashed character 1-4-grams fitted by "
          f"SGD: `python scripts/predict.py CKPT --evaluate {manifest.get('root', 'DIR')} --baseline sgd` fits it "
          "(alpha chosen on " if large else

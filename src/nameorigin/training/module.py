@@ -84,6 +84,7 @@ class NameClassifier(pl.LightningModule):
         self.val_acc_best.persistent(True)  # kept in checkpoints, so a resumed run remembers its best
         self.capture_next_step = False  # set by GradAccumulationLogger for the steps it inspects
         self.calibration: Calibration | None = None  # fitted on validation after training
+        self.mixture: dict | None = None  # nameorigin.training.linear_part: how the two parts were mixed
         self.test_outputs: list[tuple[torch.Tensor, ...]] = []  # (logits, targets, shares, abstaining) of the test pass
         self.label_report: list[dict] | None = None  # nameorigin.model.label_report, after a test pass
         self.fast_path_clip: float | None = None  # set with the fast path on (nameorigin.training.graphed.enable)
@@ -264,10 +265,13 @@ class NameClassifier(pl.LightningModule):
             checkpoint["data"] = {**datamodule.state_dict(), "label_name": getattr(datamodule, "label_name", "label")}
         if self.calibration:
             checkpoint["calibration"] = self.calibration.plain()
+        if self.mixture:
+            checkpoint["linear_part"] = self.mixture
         checkpoint["format"] = CHECKPOINT_FORMAT
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.calibration = Calibration.from_plain(checkpoint.get("calibration"))
+        self.mixture = checkpoint.get("linear_part")
 
     @torch.no_grad()
     def collect_logits(self, loader: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -25,11 +25,12 @@ from nameorigin.data.batching import is_refit
 from nameorigin.model.artifacts import Calibration
 from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate, held_out_reference
 from nameorigin.model.cells import check_cell
-from nameorigin.training import graphed, refit, sizing, transfer
+from nameorigin.training import graphed, linear_part, refit, sizing, transfer
 from nameorigin.training.abstention import fit_abstention
 from nameorigin.training.card import write_model_card
 from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
 from nameorigin.training.dashboard import log_calibration
+from nameorigin.training.margin import has_pairs, margin_line, margin_metrics, measure_margin
 from nameorigin.training.module import NameClassifier
 
 log = logging.getLogger(__name__)
@@ -167,6 +168,11 @@ def train(cfg: DictConfig) -> dict[str, float]:
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
+    mixture = None
+    if best and trainer.is_global_zero:  # before calibration: the temperature is fitted on the model served
+        mixture = linear_part.mix_best(model, datamodule, best)
+    if best and trainer.world_size > 1:
+        trainer.strategy.barrier()
     settings, summary = cfg.calibration, None
     if best and settings.enabled:
         if trainer.is_global_zero:
@@ -177,10 +183,14 @@ def train(cfg: DictConfig) -> dict[str, float]:
         if trainer.world_size > 1:
             log.warning("refit skipped: it runs on one device; the model is best.ckpt, trained on train alone")
         else:
-            final = refit_model(cfg, model_config, datamodule, pretrained, summary, loggers)
+            final = refit_model(cfg, model_config, datamodule, pretrained, summary, loggers, mixture)
+    margin = None
     if cfg.test:
         trainer.test(model, datamodule=datamodule, ckpt_path=final, verbose=False)
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
+        if final and cfg.margin.enabled and trainer.is_global_zero and has_pairs(datamodule):
+            margin = measure_margin(model, datamodule, final, loggers)
+            metrics.update(margin_metrics(margin))
     metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
     if trainer.is_global_zero:
         if model.label_report is not None:  # the test split's per-label report, beside the card
@@ -188,14 +198,15 @@ def train(cfg: DictConfig) -> dict[str, float]:
                              lambda path: path.write_text(json.dumps(model.label_report, indent=1)))
         if final and cfg.card.enabled:
             write_model_card(output_dir, final, metrics, picks, model.label_report)
-        report(metrics, output_dir)
+        report(metrics, output_dir, margin)
     return metrics
 
 
 def refit_model(cfg: DictConfig, model_config: ModelConfig, datamodule: pl.LightningDataModule,
-                pretrained: dict | None, calibration: Calibration | None, loggers: list) -> str:
-    """nameorigin.training.refit: a fresh model, same settings and seed, trained on train + validation; returns the
-    path of
+                pretrained: dict | None, calibration: Calibration | None, loggers: list,
+                mixture: dict | None = None) -> str:
+    """nameorigin.training.refit: a fresh model, same settings and seed, trained on train + validation (and its
+    linear part fitted again there and mixed at the weight validation picked); returns the path of
     checkpoints/refit.ckpt, which carries best.ckpt's calibration."""
     datamodule.add_validation_to_training()
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -207,6 +218,8 @@ def refit_model(cfg: DictConfig, model_config: ModelConfig, datamodule: pl.Light
     log.info("refit: a fresh model on train + validation (%d pairs) for %s epochs", len(datamodule.datasets["train"]),
              trainer.max_epochs)
     trainer.fit(model, datamodule=datamodule)
+    if mixture:
+        linear_part.mix_refit(model, datamodule, mixture)
     refit.carry_calibration(model, calibration)
     path = Path(cfg.paths.output_dir) / "checkpoints" / refit.REFIT_FILE
     trainer.save_checkpoint(path, weights_only=True)  # a model to serve, not a state to resume
@@ -282,11 +295,13 @@ def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningData
     return summary
 
 
-def report(metrics: dict[str, Any], output_dir: Path) -> None:
+def report(metrics: dict[str, Any], output_dir: Path, margin: dict | None = None) -> None:
     """Where things are, printed last so it is the first thing a user sees."""
     shown = {k: v for k, v in metrics.items() if k.startswith(("test/", "val/acc_best")) and "_f1/" not in k
              and not k.endswith(("_marginal", "_mondrian"))}  # each kind of set: in the model card
     lines = [f"  {k:<16} {v:.4f}" for k, v in sorted(shown.items())]
+    if margin:
+        lines.append(f"  margin           {margin_line(margin)}")
     final, best = metrics.get("model_checkpoint"), metrics.get("best_checkpoint")
     if final and final != best:
         lines.append(f"  model            {final}  (refit on train + validation; the one tested)")

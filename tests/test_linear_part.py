@@ -1,0 +1,123 @@
+"""The model's linear part (nameorigin.training.linear_part) and every run's margin over the n-gram baseline
+(nameorigin.training.margin): the linear part alone is the regularized linear model scikit-learn fits, the mixture
+is one network of the same shape and never below either part on validation, and the margin reaches the results,
+the card, the checkpoint and --evaluate, or nothing when switched off."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import TINY, run_dirs, train, write_confusable_corpus
+
+from nameorigin.config import NetConfig
+from nameorigin.data.names import NamesDataModule
+from nameorigin.model.charrnn import CharRNN
+from nameorigin.serving.predict import Predictor
+from nameorigin.training.linear_part import (
+    LinearPart,
+    design,
+    fit_penalized,
+    linear_logits,
+    mix_into,
+    pick_mix,
+)
+from nameorigin.training.margin import logits_in_order
+
+
+@pytest.fixture(scope="module")
+def confusable(tmp_path_factory):
+    corpus = write_confusable_corpus(tmp_path_factory.mktemp("confusable") / "names", per_language=120)
+    data = NamesDataModule(root=str(corpus), download=False)
+    data.setup()
+    return corpus, data
+
+
+def test_the_linear_part_alone_is_scikit_learns_logistic_regression_on_the_same_features(confusable):
+    from scipy.sparse import csr_matrix
+    from sklearn.linear_model import LogisticRegression
+
+    _, data = confusable
+    vocab, labels = len(data.vocab), len(data.labels)
+    train, val = data.datasets["train"], data.datasets["val"]
+    x_train, x_val = design(train, vocab, 4, 4096), design(val, vocab, 4, 4096)
+    penalty = 3e-3
+    weight, bias = fit_penalized(x_train, train.targets, None, labels, penalty, iterations=500)
+    ours = (x_val @ weight + bias).softmax(-1)
+
+    def scipy(matrix: torch.Tensor) -> csr_matrix:
+        return csr_matrix((matrix.values().numpy(), matrix.col_indices().numpy(), matrix.crow_indices().numpy()),
+                          shape=tuple(matrix.shape))
+
+    # scikit-learn minimizes C * sum(loss) + |W|^2 / 2, the same optimum as mean(loss) + penalty / 2 |W|^2
+    reference = LogisticRegression(C=1 / (penalty * len(train)), max_iter=5000, tol=1e-8)
+    reference.fit(scipy(x_train), train.targets.numpy())
+    theirs = torch.from_numpy(reference.predict_proba(scipy(x_val))).float()
+    our_acc = float((ours.argmax(1) == val.targets).double().mean())
+    their_acc = float((theirs.argmax(1) == val.targets).double().mean())
+    assert 0.55 < their_acc < 0.95  # a table a linear model gets partly wrong
+    assert abs(our_acc - their_acc) <= 0.005 and (ours - theirs).abs().max() < 0.02
+
+
+def test_the_mixture_is_one_network_of_the_same_shape():
+    torch.manual_seed(0)
+    net = CharRNN(NetConfig(hidden_size=8, embedding_dim=4, ngram_buckets=64, ngram_max=3), 12, 3).eval()
+    torch.nn.init.normal_(net.ngram.weight)
+    tokens, lengths = torch.randint(1, 12, (20, 7)), torch.randint(1, 8, (20,))
+    dataset = type("Rows", (), {"tokens": tokens, "lengths": lengths, "__len__": lambda self: 20,
+                                "rows": lambda self, idx: (idx, tokens[idx], lengths[idx])})()
+    part = LinearPart(torch.randn(64, 3), torch.randn(3), 1e-4)
+    network, linear = logits_in_order(net, dataset, decided=False), linear_logits(part, dataset, 12, 3)
+    mix_into(net, part, 0.3)
+    assert torch.allclose(logits_in_order(net, dataset, decided=False), 0.7 * linear + 0.3 * network, atol=1e-5)
+
+
+def test_the_mix_is_never_below_either_part_and_prefers_the_network_on_a_tie():
+    targets = torch.tensor([0, 1, 2, 0])
+    network = torch.eye(3)[torch.tensor([0, 1, 1, 0])] * 2  # right on 3 of 4
+    linear = torch.eye(3)[torch.tensor([0, 2, 2, 1])] * 2  # right on 2 of 4
+    w, accuracy = pick_mix(network, linear, targets)
+    assert accuracy["combined"] >= max(accuracy["linear"], accuracy["network"])
+    assert pick_mix(network, network, targets)[0] == 1.0
+
+
+@pytest.mark.slow
+def test_a_run_mixes_its_parts_and_states_its_margin_everywhere(confusable, tmp_path, capsys):
+    from nameorigin.cli.predict import main as predict_main
+
+    corpus, data = confusable
+    result = train(tmp_path, f"data.root={corpus}", *TINY[:3], "trainer.max_epochs=4", *TINY[4:])
+    assert result.returncode == 0, result.stderr[-2000:]
+    (run,) = run_dirs(tmp_path)
+    best = torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)
+    mixture = best["linear_part"]
+    acc = mixture["val_acc"]
+    assert acc["combined"] >= max(acc["linear"], acc["network"]) and 0 <= mixture["network_weight"] <= 1
+    # best.ckpt's network is the mixture: its validation accuracy is the combined one.
+    served = Predictor.load(run / "checkpoints" / "best.ckpt", calibrated=False)
+    probs = served.probabilities([served.encode(name)[0] for name, _ in data.splits["val"]])
+    truth = torch.tensor([data.labels.index(label) for _, label in data.splits["val"]])
+    assert float((probs.argmax(1) == truth).double().mean()) == pytest.approx(acc["combined"], abs=1e-9)
+    # The margin: in the results block, the card, the checkpoint, and --evaluate.
+    refit = torch.load(run / "checkpoints" / "refit.ckpt", weights_only=True)
+    margin = refit["margin"]
+    results = result.stdout[result.stdout.index("results:"):]
+    test_acc = float(next(line.split()[1] for line in results.splitlines() if line.split()[:1] == ["test/acc"]))
+    assert margin["model_acc"] == pytest.approx(test_acc, abs=1e-4)
+    assert margin["interval"][0] <= margin["margin"] <= margin["interval"][1]
+    assert "margin           " in results and "95% paired interval" in results
+    assert "Margin over the n-gram baseline" in refit["model_card"] and "Two parts" in refit["model_card"]
+    assert refit["linear_part"]["network_weight"] == mixture["network_weight"]
+    assert predict_main([str(run / "checkpoints" / "refit.ckpt"), "--evaluate", str(corpus)]) == 0
+    assert "margin measured when the run ended: " in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_the_switches_turn_the_margin_and_the_linear_part_off(tiny_corpus, tmp_path):
+    result = train(tmp_path, f"data.root={tiny_corpus}", *TINY, "margin.enabled=false", "model.linear_part=false")
+    assert result.returncode == 0, result.stderr[-2000:]
+    (run,) = run_dirs(tmp_path)
+    refit = torch.load(run / "checkpoints" / "refit.ckpt", weights_only=True)
+    assert "margin" not in refit and "linear_part" not in refit
+    assert "  margin " not in result.stdout and "Margin over" not in refit["model_card"]
+    assert np.isfinite(float(refit["state_dict"]["net.ngram.weight"].abs().sum()))
