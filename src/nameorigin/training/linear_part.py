@@ -108,7 +108,8 @@ def fits(datamodule: Any, buckets: int, max_n: int) -> bool:
 
 def penalties_for(names: int) -> tuple[float, ...]:
     low, high = PENALTY_TIMES_NAMES
-    return tuple(p for p in LADDER if low <= p * names <= high) or (LADDER[-1],)
+    fitting = tuple(p for p in LADDER if low <= p * names <= high)
+    return fitting or ((LADDER[0],) if LADDER[0] * names < low else (LADDER[-1],))  # a tiny or a huge table
 
 
 def fit_linear_part(datamodule: Any, buckets: int, max_n: int, soft: bool,
