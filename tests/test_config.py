@@ -271,19 +271,6 @@ def test_ddp_cpu_two_processes_train_log_once_and_test_like_one_process(tmp_path
     assert torch.load(best, weights_only=True)["calibration"]["temperature"] == pytest.approx(fitted, abs=1e-6)
 
 
-@pytest.mark.slow
-def test_optuna_search_runs_two_trials_and_reports_the_best(tmp_path):
-    corpus = write_corpus(tmp_path / "names")
-    result = train(tmp_path, "hparams_search=optuna", "hydra.sweeper.n_trials=2", f"data.root={corpus}", *TINY,
-                   "trainer.max_epochs=1", timeout=600)
-    assert result.returncode == 0, result.stderr[-2000:]
-    (sweep,) = (tmp_path / "outputs" / "multirun").glob("*/*")
-    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1"]
-    best = OmegaConf.load(sweep / "optimization_results.yaml")
-    # model.hidden_size is searched too, but TINY fixes it on the command line, which takes it out of the search.
-    assert 0 <= best.best_value <= 1 and set(best.best_params) == {"model.optimizer.lr", "model.dropout", "model.cell"}
-
-
 def test_each_yaml_sets_only_what_differs_from_its_schema():
     """Defaults are stated once, in nameorigin.config: a group's YAML file names its schema and writes only the
     settings that differ from it (so a default cannot say one thing in Python and another in YAML)."""

@@ -59,6 +59,14 @@ def test_the_linear_part_alone_is_scikit_learns_logistic_regression_on_the_same_
     assert abs(our_acc - their_acc) <= 0.005 and (ours - theirs).abs().max() < 0.02
 
 
+def test_the_penalties_fall_as_the_table_grows():
+    from nameorigin.training.linear_part import penalties_for
+
+    assert penalties_for(14_402) == (1e-4, 3e-5, 1e-5)  # the shipped corpus' training split
+    assert penalties_for(446_975) == (3e-6, 1e-6, 3e-7)  # first names -> gender
+    assert penalties_for(10) == (1e-3,) and penalties_for(10**12) == (3e-8,)  # past the ladder: its nearest end
+
+
 def test_the_mixture_is_one_network_of_the_same_shape():
     torch.manual_seed(0)
     net = CharRNN(NetConfig(hidden_size=8, embedding_dim=4, ngram_buckets=64, ngram_max=3), 12, 3).eval()

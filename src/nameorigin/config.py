@@ -345,6 +345,21 @@ class RefitConfig:
 
 
 @dataclass
+class SearchConfig:
+    """nameorigin.training.search: the settings the run left to the data, searched on its validation split."""
+
+    budget_minutes: float = 0.0  # 0: no search, the rule's settings (nameorigin.training.sizing)
+    max_trials: int = 100
+    seed: int = 0  # the sampler's
+    space: Any = None  # {key: [choices] or {low, high, log}}: your own settings searched; null: the default space
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.budget_minutes, int | float) or self.budget_minutes < 0:
+            raise UserError(f"search.budget_minutes={self.budget_minutes!r} must be a number of minutes, 0 or more")
+        whole("search.max_trials", self.max_trials, 1)
+
+
+@dataclass
 class MarginConfig:
     """nameorigin.training.margin: after the test, the n-gram baseline fitted on the run's own split and the
     model's margin over it, with its paired interval, in the results, train.log, the card and the checkpoint."""
@@ -369,6 +384,7 @@ class TrainConfig:
     calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
     refit: RefitConfig = field(default_factory=RefitConfig)
     margin: MarginConfig = field(default_factory=MarginConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
     card: CardConfig = field(default_factory=CardConfig)
     trainer: Any = None
     callbacks: Any = None
@@ -423,5 +439,6 @@ SCHEMAS: dict[tuple[str | None, str], type] = {
     ("calibration", "calibration_schema"): CalibrationConfig,
     ("refit", "refit_schema"): RefitConfig,
     ("margin", "margin_schema"): MarginConfig,
+    ("search", "search_schema"): SearchConfig,
     ("card", "card_schema"): CardConfig,
 }

@@ -16,6 +16,7 @@ from nameorigin.model.label_report import report_table, weakest_line
 from nameorigin.training import linear_part
 from nameorigin.training.checkpointing import update_checkpoint
 from nameorigin.training.margin import margin_line
+from nameorigin.training.search import shown_settings
 from nameorigin.training.sizing import describe
 
 LIMITS = """\
@@ -110,6 +111,21 @@ def picked_lines(picks: list) -> list[str]:
     """The card's account of the settings the data picked (nameorigin.training.sizing)."""
     return [f"- Picked from the data, which the run left them to (docs/configuration.md, \"Settings that fit the "
             f"data\"): {describe(picks)}."] if picks else []
+
+
+def search_lines(candidates: list[dict]) -> list[str]:
+    """The card's table of the candidates the search tried (nameorigin.training.search)."""
+    if not candidates:
+        return []
+    rows = []
+    for c in candidates:
+        acc = "n/a" if c["val_acc"] is None else f"{c['val_acc']:.4f}"
+        rows.append(f"| {c['number']} | {acc} | {c['epochs']} | {c['seconds']:.0f} | {c['state']} | "
+                    f"{shown_settings(c['settings'])} |")
+    return ["", "## Settings searched on validation",
+            "Candidate 0 is the rule's settings; a candidate stopped early (pruned, or at the budget) cannot be "
+            "picked. The pick is the finished candidate with the best validation accuracy.", "",
+            "| candidate | val acc | epochs | seconds | state | settings |", "|---|---|---|---|---|---|", *rows]
 
 
 def fitted_on_lines(calibration: Calibration, refitted: bool) -> list[str]:
@@ -268,6 +284,7 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
     columns = manifest["columns"] if table else {}
     limits = LIMITS if not table else TABLE_LIMITS.format(
         path=manifest["path"], label=label, column=", ".join(columns.get("share_columns") or [columns["label_column"]]))
+    lines += search_lines(checkpoint.get("search") or [])
     lines += ["", "## Intended use and limits", limits, "", "## Reproduce", "```bash", command, "```", ""]
     return "\n".join(lines)
 

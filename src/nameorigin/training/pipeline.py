@@ -25,7 +25,7 @@ from nameorigin.data.batching import is_refit
 from nameorigin.model.artifacts import Calibration
 from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate, held_out_reference
 from nameorigin.model.cells import check_cell
-from nameorigin.training import graphed, linear_part, refit, sizing, transfer
+from nameorigin.training import graphed, linear_part, refit, search, sizing, transfer
 from nameorigin.training.abstention import fit_abstention
 from nameorigin.training.card import write_model_card
 from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
@@ -118,7 +118,7 @@ def resolve_checkpoint(cfg: DictConfig, model: ModelConfig) -> tuple[str | None,
 def typed_settings(cfg: DictConfig) -> ModelConfig:
     """Every group with a schema turned into its dataclass, which checks its ranges and rules (__post_init__),
     and the rules across groups: all before anything is built or read. Returns the model's config."""
-    for group in ("data", "calibration", "refit", "card"):
+    for group in ("data", "calibration", "refit", "card", "search"):
         OmegaConf.to_object(cfg[group])
     check_run(cfg)
     model_config = OmegaConf.to_object(cfg.model)
@@ -141,6 +141,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
         log.info("corpus read in %.1f s, split in %.1f s, encoded in %.1f s", *datamodule.setup_seconds.values())
     picks = sizing.fill_from_data(cfg, len(datamodule.splits["train"]), len(datamodule.labels),
                                   bool(model_config.soft_targets or getattr(datamodule, "soft_labels", False)))
+    candidates = []
+    if cfg.search.budget_minutes > 0:
+        picks, candidates = run_search(cfg, datamodule, picks, pretrained)
     if picks:
         model_config = typed_settings(cfg)
         datamodule.batch_size = cfg.data.batch_size
@@ -192,6 +195,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
             margin = measure_margin(model, datamodule, final, loggers)
             metrics.update(margin_metrics(margin))
     metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
+    if final and candidates and trainer.is_global_zero:  # the card lists them
+        update_checkpoint(final, lambda checkpoint: checkpoint.__setitem__("search", search.plain(candidates)))
     if trainer.is_global_zero:
         if model.label_report is not None:  # the test split's per-label report, beside the card
             write_atomically(output_dir / "label_report.json",
@@ -200,6 +205,28 @@ def train(cfg: DictConfig) -> dict[str, float]:
             write_model_card(output_dir, final, metrics, picks, model.label_report)
         report(metrics, output_dir, margin)
     return metrics
+
+
+def run_search(cfg: DictConfig, datamodule: pl.LightningDataModule, picks: list, pretrained: dict | None) -> tuple:
+    """nameorigin.training.search: each candidate trains here on the training split, without checkpoints or
+    loggers; returns the picks and the candidates."""
+    if cfg.get("ckpt_path"):
+        raise UserError("search.budget_minutes with ckpt_path: a resumed run keeps the settings it was trained "
+                        "with; drop one of them")
+    if "ddp" in str(cfg.trainer.get("strategy") or ""):
+        raise UserError("search.budget_minutes runs its candidates in one process: drop the DDP trainer, or "
+                        "search.budget_minutes=0")
+
+    def train_candidate(candidate_cfg: DictConfig, reporter: Any) -> None:
+        config = typed_settings(candidate_cfg)
+        datamodule.batch_size = candidate_cfg.data.batch_size
+        pl.seed_everything(candidate_cfg.seed, workers=True, verbose=False)
+        model = build_model(candidate_cfg, config, datamodule, pretrained)
+        trainer = build(candidate_cfg, "trainer", callbacks=[reporter], logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+        trainer.fit(model, datamodule=datamodule)
+
+    return search.search(cfg, picks, train_candidate, len(datamodule.labels), search.command_line_keys())
 
 
 def refit_model(cfg: DictConfig, model_config: ModelConfig, datamodule: pl.LightningDataModule,
