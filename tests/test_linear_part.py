@@ -59,6 +59,18 @@ def test_the_linear_part_alone_is_scikit_learns_logistic_regression_on_the_same_
     assert abs(our_acc - their_acc) <= 0.005 and (ours - theirs).abs().max() < 0.02
 
 
+def test_the_sparse_products_gradient_is_autograds():
+    from nameorigin.training.linear_part import CountsTimesWeight, transpose
+
+    torch.manual_seed(0)
+    dense = (torch.rand(50, 30) < 0.1).float() * torch.randint(1, 3, (50, 30)).float()
+    counts = dense.to_sparse_csr()
+    weight = torch.randn(30, 4, requires_grad=True)
+    grad = torch.randn(50, 4)
+    (CountsTimesWeight.apply(weight, counts, transpose(counts)) * grad).sum().backward()
+    assert torch.allclose(weight.grad, dense.t() @ grad, atol=1e-5)
+
+
 def test_the_penalties_fall_as_the_table_grows():
     from nameorigin.training.linear_part import penalties_for
 

@@ -4,7 +4,7 @@ Everything is measured in this one process on the same batches, alternating the 
 --repeats; the table prints ratios against fused torch.
 
   python scripts/benchmark.py                               # synthetic names shaped like the corpus
-  python scripts/benchmark.py --data <folder>   # real names (<Language>.txt files), plus time-to-85% and the n-gram baseline
+  python scripts/benchmark.py --data <folder>   # <Language>.txt files: time-to-85% and the n-gram baseline too
 """
 
 from __future__ import annotations
