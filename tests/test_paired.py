@@ -101,3 +101,17 @@ def test_precision_at_k_sets_and_the_hashed_baseline_on_the_same_pairs(trained):
     assert f"precision@K  1: {at[1]:.4f}  2: {at[2]:.4f}" in shown.stdout and "90% sets  coverage" in shown.stdout
     assert f"n-gram SGD  accuracy {result['baseline_acc']:.4f}" in shown.stdout
     assert f"n-gram SGD  precision@K  1: {result['baseline_acc']:.4f}" in shown.stdout
+
+
+def test_the_hashed_baseline_scores_a_two_label_table():
+    """scikit-learn's SGD gives a binary model's scores as one column: precision@K and the predictions still come
+    out per label (the margin of a first-name -> gender run goes through it)."""
+    from nameorigin.training.baseline import fit_hashed_baseline
+
+    names = {"F": ["Anna", "Maria", "Sofia", "Julia", "Elena", "Laura", "Clara", "Paula"],
+             "M": ["Mark", "Peter", "John", "Frank", "Oscar", "Hugo", "Ivan", "Paul"]}
+    pairs = [(n + suffix, label) for label, group in names.items() for n in group for suffix in ("", "x", "y")]
+    splits = {"train": pairs[::3] + pairs[1::3], "val": pairs[2::6], "test": pairs[5::6]}
+    result = fit_hashed_baseline(splits, alphas=(1e-4,))
+    assert len(result["test_predictions"]) == len(splits["test"]) and set(result["test_predictions"]) <= {"F", "M"}
+    assert result["precision_at"][1] == pytest.approx(result["test_acc"]) and result["precision_at"][2] == 1.0

@@ -92,6 +92,8 @@ def fit_hashed_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = 
     if refit:
         model = fit(alpha, "train+val")
     scores = model.decision_function(features["test"])
+    if scores.ndim == 1:  # two labels: scikit-learn gives the second label's score alone
+        scores = np.stack([-scores, scores], axis=1)
     column = {label: i for i, label in enumerate(model.classes_)}
     truth = np.array([column.get(label, -1) for label in gold["test"]])
     true_score = scores[np.arange(len(truth)), np.maximum(truth, 0)]
