@@ -102,7 +102,7 @@ def fit_hashed_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = 
     return {"alpha": alpha, "val_acc": val_acc, "trained_on": TRAINED_ON if refit else "train",
             "test_acc": float((predicted == gold["test"]).mean()),
             "test_macro_f1": float(f1_score(gold["test"], predicted, average="macro")),
-            "precision_at": {k: float((rank < k).mean()) for k in range(1, 6)},
+            "precision_at": {k: float((rank < k).mean()) for k in range(1, min(5, scores.shape[1]) + 1)},
             "seconds": time.time() - start, "test_predictions": [str(p) for p in predicted]}
 
 
