@@ -4,7 +4,7 @@ settings the run left to the data (nameorigin.training.sizing fills them by its 
 The rule's picks are the first candidate, so the search can only find something better on validation. Each
 candidate trains on the training split and reports its validation accuracy after every epoch; a Hyperband pruner
 stops the hopeless ones early, so most of the budget goes to the promising. No candidate starts once the budget
-is spent, and one still running then is stopped at its next epoch end. The best candidate's settings become the
+is spent, and one still running then stops after its current batch. The best candidate's settings become the
 run's, and the run trains with them as with any setting (the test split is read once, after). `search.space`
 replaces the default space with the user's own (a list of choices, or {low, high, log} for a number).
 
@@ -84,6 +84,12 @@ class ReportToTrial(Callback):
         elif time.monotonic() > self.deadline:
             self.stopped = "stopped at the budget"
         trainer.should_stop = trainer.should_stop or bool(self.stopped)
+
+    def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+        """The budget holds to a batch, not to an epoch: a large table's epoch is minutes long."""
+        if time.monotonic() > self.deadline:
+            self.stopped = self.stopped or "stopped at the budget"
+            trainer.should_stop = True
 
 
 def space_of(cfg: DictConfig, picks: list[Pick], labels: int, given: set[str] = frozenset()) -> dict[str, Any]:
