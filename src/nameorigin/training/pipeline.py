@@ -144,6 +144,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     candidates = []
     if cfg.search.budget_minutes > 0:
         picks, candidates = run_search(cfg, datamodule, picks, pretrained)
+        pl.seed_everything(cfg.seed, workers=True, verbose=False)  # the run starts as its picked candidate did
     if picks:
         model_config = typed_settings(cfg)
         datamodule.batch_size = cfg.data.batch_size
