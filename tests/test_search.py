@@ -59,6 +59,17 @@ def test_the_rules_picks_are_the_first_candidate(tmp_path):
 
 
 @pytest.mark.slow
+def test_reports_within_an_epoch_let_the_pruner_work_on_quarters(tmp_path):
+    # A large table's epoch is minutes: four validation reports per epoch, so a candidate's figure is a quarter's.
+    run, checkpoint = searched_run(tmp_path, "trainer.max_epochs=1", "search.budget_minutes=1",
+                                   "search.max_trials=1", "search.reports_per_epoch=4")
+    (first,) = checkpoint["search"]
+    assert first["state"] == "complete" and first["epochs"] == 1
+    assert "after 1 epochs" in (run / "train.log").read_text()
+    assert first["val_acc"] is not None
+
+
+@pytest.mark.slow
 def test_hparams_search_runs_the_users_own_space_on_the_current_optuna(tmp_path):
     import optuna
 
@@ -78,6 +89,7 @@ def test_hparams_search_runs_the_users_own_space_on_the_current_optuna(tmp_path)
     ("search.space={model.nosuch:[1,2]}", "search.space: model.nosuch is not a setting of this run"),
     ("search.space={model.dropout:{low:0.5,high:0.1}}", "search.space.model.dropout: give a list of choices"),
     ("search.budget_minutes=-1", "search.budget_minutes=-1.0 must be a number of minutes"),
+    ("search.reports_per_epoch=0", "search.reports_per_epoch"),
 ])
 def test_bad_search_settings_are_one_line(tiny_corpus, tmp_path, override, message):
     budget = [] if "budget" in override else ["search.budget_minutes=1"]

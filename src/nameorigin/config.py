@@ -351,12 +351,16 @@ class SearchConfig:
     budget_minutes: float = 0.0  # 0: no search, the rule's settings (nameorigin.training.sizing)
     max_trials: int = 100
     seed: int = 0  # the sampler's
+    # Validation reports per epoch: the pruner's unit. A large table's epoch is minutes (NaNa's 8), so there 4
+    # lets a hopeless candidate stop after a quarter of one.
+    reports_per_epoch: int = 1
     space: Any = None  # {key: [choices] or {low, high, log}}: your own settings searched; null: the default space
 
     def __post_init__(self) -> None:
         if not isinstance(self.budget_minutes, int | float) or self.budget_minutes < 0:
             raise UserError(f"search.budget_minutes={self.budget_minutes!r} must be a number of minutes, 0 or more")
         whole("search.max_trials", self.max_trials, 1)
+        whole("search.reports_per_epoch", self.reports_per_epoch, 1)
 
 
 @dataclass

@@ -120,7 +120,7 @@ def search_lines(candidates: list[dict]) -> list[str]:
     rows = []
     for c in candidates:
         acc = "n/a" if c["val_acc"] is None else f"{c['val_acc']:.4f}"
-        rows.append(f"| {c['number']} | {acc} | {c['epochs']} | {c['seconds']:.0f} | {c['state']} | "
+        rows.append(f"| {c['number']} | {acc} | {c['epochs']:g} | {c['seconds']:.0f} | {c['state']} | "
                     f"{shown_settings(c['settings'])} |")
     return ["", "## Settings searched on validation",
             "Candidate 0 is the rule's settings; a candidate stopped early (pruned, or at the budget) cannot be "

@@ -223,8 +223,9 @@ def run_search(cfg: DictConfig, datamodule: pl.LightningDataModule, picks: list,
         datamodule.batch_size = candidate_cfg.data.batch_size
         pl.seed_everything(candidate_cfg.seed, workers=True, verbose=False)
         model = build_model(candidate_cfg, config, datamodule, pretrained)
+        within = {"val_check_interval": 1 / reporter.per_epoch} if reporter.per_epoch > 1 else {}
         trainer = build(candidate_cfg, "trainer", callbacks=[reporter], logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False)
+                        enable_progress_bar=False, enable_model_summary=False, **within)
         trainer.fit(model, datamodule=datamodule)
 
     return search.search(cfg, picks, train_candidate, len(datamodule.labels), search.command_line_keys())

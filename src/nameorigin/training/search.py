@@ -49,13 +49,13 @@ class Candidate:
     number: int
     settings: dict[str, Any]
     val_acc: float | None
-    epochs: int
+    epochs: float  # to its last validation report
     seconds: float
     state: str  # complete, pruned (by the pruner or the budget) or failed
 
     def line(self) -> str:
         acc = "n/a" if self.val_acc is None else f"{self.val_acc:.4f}"
-        return f"candidate {self.number}: val acc {acc} after {self.epochs} epochs, {self.seconds:.0f} s, " \
+        return f"candidate {self.number}: val acc {acc} after {self.epochs:g} epochs, {self.seconds:.0f} s, " \
                f"{self.state}: {shown_settings(self.settings)}"
 
 
@@ -68,17 +68,22 @@ class ReportToTrial(Callback):
     """Reports each epoch's validation accuracy to the Optuna trial and stops the training when the pruner says so
     or the budget is spent."""
 
-    def __init__(self, trial: Any, deadline: float):
-        self.trial, self.deadline = trial, deadline
-        self.best, self.epochs, self.stopped = None, 0, ""
+    def __init__(self, trial: Any, deadline: float, reports_per_epoch: int = 1):
+        self.trial, self.deadline, self.per_epoch = trial, deadline, reports_per_epoch
+        self.best, self.reports, self.stopped = None, 0, ""
+
+    @property
+    def epochs(self) -> float:
+        """Epochs trained to the last report (a fraction when validation runs within an epoch)."""
+        return self.reports / self.per_epoch
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         if trainer.sanity_checking or "val/acc" not in trainer.callback_metrics:
             return
         value = float(trainer.callback_metrics["val/acc"])
         self.best = value if self.best is None else max(self.best, value)
-        self.epochs = trainer.current_epoch + 1
-        self.trial.report(value, self.epochs)
+        self.reports += 1
+        self.trial.report(value, self.reports)
         if self.trial.should_prune():
             self.stopped = "pruned"
         elif time.monotonic() > self.deadline:
@@ -184,7 +189,8 @@ def search(cfg: DictConfig, picks: list[Pick], train_candidate: Callable[[DictCo
             return outcomes[seen]
         trial_cfg = copy.deepcopy(cfg)  # typed: each group keeps its schema
         apply(trial_cfg, values)
-        reporter, began, state = ReportToTrial(trial, deadline), time.monotonic(), "failed"
+        reporter = ReportToTrial(trial, deadline, int(settings.reports_per_epoch))
+        began, state = time.monotonic(), "failed"
         try:  # a UserError (a setting this table cannot take) fails the candidate; the study goes on
             train_candidate(trial_cfg, reporter)
             state = reporter.stopped or "complete"
