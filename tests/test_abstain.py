@@ -189,7 +189,7 @@ def test_priors_and_coverage_refusals_exit_2_with_the_fix(trained, tmp_path, cap
     for args, message in [(["--prior", str(bad)], "Klingon are not labels of this model"),
                           (["--prior", "uniform", "--coverage", "0.9"], "drop one of them"),
                           (["--prior", str(tmp_path / "none.json")], "no such file"),
-                          (["--max-set-size", "2"], "use it with --coverage"),
+                          (["--max-set-size", "2"], "use it with coverage"),
                           (["Pavlovsky", "--prior", "estimate"], "at least 100 usable names to estimate a label mix "
                                                                  "from, and got 2")]:
         with pytest.raises(SystemExit) as exited:

@@ -120,8 +120,8 @@ def test_bad_checkpoints_exit_2_with_one_line(checkpoint, tmp_path, make, messag
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--top-k", "0", "Kanemoto"], "--top-k 0"),
-    (["--batch-size", "0", "Kanemoto"], "--batch-size 0"),
+    (["--top-k", "0", "Kanemoto"], "top_k 0 must be a whole number, at least 1"),
+    (["--batch-size", "0", "Kanemoto"], "batch_size 0 must be a whole number"),
     (["--column", "surname"], "--column needs --file"),
     (["--delimiter", ";", "Kanemoto"], "--delimiter reads tables"),
     (["--evaluate", "no-such-folder"], "--evaluate no-such-folder does not exist"),

@@ -74,7 +74,7 @@ def test_tsv_in_tsv_out_and_missing_markers_explained(checkpoint, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--column", "name"], "--column name is not a column of"),
-    (["--column", "surname", "--coverage", "0.85"], "--coverage 0.85 is not a level stored"),
+    (["--column", "surname", "--coverage", "0.85"], "coverage 0.85 is not a level stored"),
 ])
 def test_bad_table_requests_exit_2_and_write_no_file(checkpoint, tmp_path, args, message):
     source, out = tmp_path / "people.csv", tmp_path / "out.csv"

@@ -236,9 +236,9 @@ def test_a_run_without_calibration_says_so_in_its_card_and_refuses_coverage(tmp_
     sets = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "predict.py"),
                            str(run / "checkpoints" / "refit.ckpt"), "Kanemoto", "--coverage", "0.9"],
                           capture_output=True, text=True)
-    assert sets.returncode == 2 and sets.stderr.strip() == ("error: --coverage 0.9: this model stores no "
+    assert sets.returncode == 2 and sets.stderr.strip() == ("error: coverage 0.9: this model stores no "
                                                             "prediction-set levels (it was trained with "
-                                                            "calibration.enabled=false); drop --coverage")
+                                                            "calibration.enabled=false); drop coverage")
 
 
 def test_training_prints_no_deprecation_lines(trained):

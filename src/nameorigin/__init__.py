@@ -13,7 +13,7 @@ tests):
 - cli: the console commands (nameorigin-predict, nameorigin-export, ...)
 """
 
-__all__ = ["Predictor", "predict_frame", "frame_composition"]
+__all__ = ["Predictor", "PredictOptions", "predict_frame", "frame_composition"]
 
 
 def __getattr__(name: str):  # imported on first use: `import nameorigin` stays light
@@ -21,6 +21,10 @@ def __getattr__(name: str):  # imported on first use: `import nameorigin` stays 
         from nameorigin.serving.predict import Predictor
 
         return Predictor
+    if name == "PredictOptions":
+        from nameorigin.serving.options import PredictOptions
+
+        return PredictOptions
     if name == "predict_frame":
         from nameorigin.serving.frame import predict_frame
 

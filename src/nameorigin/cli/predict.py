@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from nameorigin.base.errors import UserError, exits_2_on_user_error
+from nameorigin.cli.flags import TABLE_TOP_K, add_prediction_flags, options_from
 from nameorigin.serving.predict import (
-    BATCH_SIZE,
     EXPORTED_SUFFIXES,
     Prediction,
     Predictor,
@@ -47,28 +47,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "'tab' for a tab)")
     parser.add_argument("--out", help="write the table (with --column) to this file instead of standard output "
                         "(as CSV): .csv, .tsv/.tab, .txt or .parquet/.pq; it appears only when complete")
-    parser.add_argument("--top-k", type=int, default=None, help="how many languages to show per name "
-                        "(default 3; 1 for tables)")
-    parser.add_argument("--coverage", type=float, help="also give each name's prediction set at this coverage: one of "
-                        "the levels stored in the checkpoint (0.8, 0.9, 0.95 by default)")
-    parser.add_argument("--explain", action="store_true", help="also say why the top label: its score split into "
-                        "one contribution per character, per n-gram and for known-name evidence, with the residual "
-                        "(docs/serving.md); with --evaluate, check the explanations on the test names")
-    parser.add_argument("--no-abstain", action="store_true", help="always answer: never abstain on names out of "
-                        "the model's depth (abstaining is the default when the checkpoint holds the rule)")
-    parser.add_argument("--max-set-size", type=int, help="with --coverage: abstain when a name's prediction set holds "
-                        "more labels than this")
-    parser.add_argument("--prior", help="the label mix of the names being scored: a JSON file of label -> share, "
-                        "'uniform', or 'estimate' (from these names, by EM; printed to stderr); re-weights the "
-                        "probabilities by Bayes' rule")
+    add_prediction_flags(parser)  # --top-k, --coverage, --explain, --no-abstain, ... (PredictOptions)
     parser.add_argument("--uncalibrated", action="store_true",
                         help="probabilities before temperature scaling (calibrated is the default)")
     parser.add_argument("--format", choices=("text", "json", "csv"), default="text",
                         help="output format for names; with --evaluate, json prints the whole report (every label's "
                         "row with its intervals under per_label)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
-    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE,
-                        help=f"names per forward pass (default {BATCH_SIZE})")
     parser.add_argument("--outputs", default="outputs", help="where 'latest' looks for runs (default outputs)")
     parser.add_argument("--evaluate", metavar="DIR", nargs="?", const="",
                         help="score the checkpoint on its own held-out test split rebuilt from DIR, a folder of "
@@ -93,8 +78,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--card", action="store_true", help="print the model card stored in the run's model "
                         "(refit.ckpt, or best.ckpt in a run without a refit)")
     args = parser.parse_intermixed_args(argv)
-    if args.composition and (args.evaluate is not None or args.card or args.out or args.explain or args.coverage
-                             or args.prior):
+    if args.composition and (args.evaluate is not None or args.card or args.out or args.explain
+                             or args.coverage is not None or args.prior is not None):
         parser.error("--composition answers for the whole list: drop --evaluate, --card, --out, --explain, "
                      "--coverage and --prior")
     if args.reference and not args.composition:
@@ -119,14 +104,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--baseline compares on the test split: use it with --evaluate DIR")
     if args.known_names and not evaluating:
         parser.error("--known-names splits the test-split scores: use it with --evaluate DIR")
-    if args.prior is not None and args.coverage is not None:
-        parser.error("--coverage sets are calibrated for the training population's label mix, which --prior "
-                     "replaces: drop one of them")
-    if args.max_set_size is not None and (args.coverage is None or args.max_set_size < 1):
-        parser.error("--max-set-size abstains on prediction sets: use it with --coverage, and at least 1")
-    if (args.prior or args.no_abstain or args.max_set_size) and (evaluating or args.card):
-        parser.error("--prior, --no-abstain and --max-set-size shape predictions: use them with names, --file or "
-                     "standard input")
+    shaping = [name for name in options_from(args).changed() if name not in ("explain", "batch_size", "top_k")]
+    if shaping and (evaluating or args.card):
+        parser.error(f"{', '.join(shaping)} shape answers to names: use them with names, --file or standard input")
     if args.uncalibrated and args.coverage is not None:
         parser.error("--coverage sets are fitted on the calibrated probabilities: drop --uncalibrated")
     if args.evaluate == "":
@@ -136,10 +116,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.evaluate and not Path(args.evaluate).exists():
         parser.error(f"--evaluate {args.evaluate} does not exist: pass the folder of <Language>.txt files or the "
                      "table the checkpoint was trained on")
-    if args.top_k is not None and args.top_k < 1:
-        parser.error(f"--top-k {args.top_k}: show at least 1 language per name")
-    if args.batch_size < 1:
-        parser.error(f"--batch-size {args.batch_size}: pass at least 1 name per forward pass")
     if not (args.names or args.file or args.evaluate or args.card) and sys.stdin.isatty():
         # Reading a terminal would wait, silently, for names nobody meant to type.
         parser.error("no names to classify: pass them after the checkpoint, with --file, or on standard input "
@@ -210,9 +186,9 @@ def print_composition(predictor: Predictor, args: argparse.Namespace) -> int:
     reference, measured_on = checkpoint_reference(predictor, args.reference)
     if args.column:
         found = table_composition(predictor, args.file, args.column, args.delimiter, reference,
-                                  abstain=not args.no_abstain)
+                                  abstain=args.abstain)
     else:
-        found = cells_composition(predictor, Counter(read_names(args)), reference, abstain=not args.no_abstain)
+        found = cells_composition(predictor, Counter(read_names(args)), reference, abstain=args.abstain)
     found.reference = measured_on
     print(json.dumps(found.as_dict()) if args.format == "json" else found.table())
     return 0
@@ -271,20 +247,16 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.composition:
             return print_composition(predictor, args)
-        options = {"abstain": not args.no_abstain, "max_set_size": args.max_set_size, "prior": args.prior}
         if args.column:
             from nameorigin.serving.table import predict_table
 
-            summary = predict_table(predictor, args.file, args.column, args.out or sys.stdout, args.delimiter,
-                                    args.top_k or 1, args.coverage, args.batch_size, args.explain, **options)
+            summary = predict_table(predictor, args.file, args.column, args.out or sys.stdout,
+                                    options_from(args, TABLE_TOP_K), args.delimiter)
             print(summary.line() + (f" -> {args.out}" if args.out else ""), file=sys.stderr)
             report_prior(predictor)
             return 0
-        names = read_names(args)
-        top_k = args.top_k or 3
-        write(predictor.predict(names, top_k=top_k, batch_size=args.batch_size, coverage=args.coverage,
-                                explain=args.explain, **options), args.format,
-              OutputOptions(top_k, args.coverage, args.explain, predictor.label_name, predictor.normalize))
+        options = options_from(args).for_model(predictor)  # refused before the names are read
+        write(predictor.predict(read_names(args), options), args.format, predictor.output_options(options))
         report_prior(predictor)
     except BrokenPipeError:  # `| head` closed the pipe: not an error
         return 0

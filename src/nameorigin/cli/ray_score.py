@@ -13,6 +13,7 @@ import sys
 import time
 
 from nameorigin.base.errors import UserError, exits_2_on_user_error
+from nameorigin.cli.flags import TABLE_TOP_K, add_prediction_flags, options_from
 from nameorigin.serving.ray_data import RAY_BATCH_ROWS, score_dataset
 
 
@@ -23,9 +24,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("source", help="Parquet input: a file, a folder of files, or an object-store URI")
     parser.add_argument("out", help="folder (or object-store URI) the scored Parquet files are written to")
     parser.add_argument("--column", required=True, help="the column holding the names")
-    parser.add_argument("--top-k", type=int, default=1, help="ranked labels per row (default 1)")
-    parser.add_argument("--coverage", type=float, help="add each row's prediction set at this stored level")
-    parser.add_argument("--no-abstain", action="store_true", help="always answer: never abstain")
+    add_prediction_flags(parser, ["top_k", "coverage", "abstain", "max_set_size", "prior"])
     parser.add_argument("--concurrency", type=int, default=2,
                         help="scoring actors (default 2: one per core of a 2-core machine)")
     parser.add_argument("--threads", type=int, default=1,
@@ -40,7 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "default: start a local one")
     parser.add_argument("--num-cpus", type=int, help="CPUs of the local cluster (default: all of this machine)")
     args = parser.parse_args(argv)
-    for flag in ("top_k", "concurrency", "threads", "batch_rows"):
+    for flag in ("concurrency", "threads", "batch_rows"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be at least 1")
     return args
@@ -62,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         score_dataset(args.model, args.source, args.out, args.column, concurrency=args.concurrency,
                       batch_rows=args.batch_rows, threads=args.threads, ship_model=args.ship_model,
-                      top_k=args.top_k, coverage=args.coverage, abstain=not args.no_abstain)
+                      options=options_from(args, TABLE_TOP_K))
         print(f"scored {args.source} into {args.out} in {time.perf_counter() - start:.1f} s "
               f"({args.concurrency} actors)")
     finally:

@@ -16,7 +16,8 @@ import torch
 from nameorigin.base.tables import is_missing
 from nameorigin.base.textnorm import normalize_name
 from nameorigin.serving.abstain import UNUSABLE
-from nameorigin.serving.predict import BATCH_SIZE, Prediction, Predictor
+from nameorigin.serving.options import BATCH_SIZE, PredictOptions
+from nameorigin.serving.predict import Prediction, Predictor
 
 SCORE_CHUNK = 65_536  # distinct names predicted at a time: the answers' memory stays flat
 
@@ -55,17 +56,15 @@ class DistinctNames:
         return predictor.estimate_prior([key for key, _ in names], batch_size, counts=[n for _, n in names])
 
 
-def score(predictor: Predictor, keys: Sequence[str | tuple[str]], top_k: int = 1, batch_size: int = BATCH_SIZE,
-          coverage: float | None = None, explain: bool = False, abstain: bool = True,
-          max_set_size: int | None = None, prior: str | torch.Tensor | None = None) -> list[Prediction]:
-    """One answer per key (cell_key), in order: a name's prediction, or a marker's unusable-input answer.
-    `prior` must be fixed here (a tensor, "uniform" or a file): an estimate is the caller's, over all rows."""
+def score(predictor: Predictor, keys: Sequence[str | tuple[str]], options: PredictOptions) -> list[Prediction]:
+    """One answer per key (cell_key), in order: a name's prediction, or a marker's unusable-input answer. The
+    prior must be fixed here (a tensor, "uniform" or a file): an estimate is the caller's, over all rows."""
+    options = options.for_model(predictor)  # a prior file read once, not once a chunk
     real = [j for j, key in enumerate(keys) if isinstance(key, str)]
     answers: list[Prediction | None] = [None] * len(keys)
     for start in range(0, len(real), SCORE_CHUNK):
         rows = real[start : start + SCORE_CHUNK]
-        block = predictor.predict([keys[j] for j in rows], top_k, batch_size, coverage, explain, abstain,
-                                  max_set_size, prior)
+        block = predictor.predict([keys[j] for j in rows], options)
         for j, answer in zip(rows, block, strict=True):
             answers[j] = answer
     for j, key in enumerate(keys):

@@ -1,7 +1,7 @@
 """Predictions for a pandas DataFrame column, for notebooks:
 
-    from nameorigin import Predictor, predict_frame
-    scored = predict_frame(df, "surname", Predictor.load("refit.ckpt"), top_k=2, prior="estimate")
+    from nameorigin import PredictOptions, Predictor, predict_frame
+    scored = predict_frame(df, "surname", Predictor.load("refit.ckpt"), PredictOptions(top_k=2, prior="estimate"))
 
 The frame comes back with the table command's prediction columns appended (pred_<label>, pred_probability, ...,
 pred_abstained, pred_reason), aligned by index: every row, in order, its own columns untouched. A blank, NaN or
@@ -13,24 +13,25 @@ here.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from nameorigin.base.errors import UserError
 from nameorigin.serving.distinct import DistinctNames, score
-from nameorigin.serving.predict import BATCH_SIZE, Predictor
-from nameorigin.serving.schema import OutputOptions, column_kinds, table_columns, typed_columns
+from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
+from nameorigin.serving.predict import Predictor
+from nameorigin.serving.schema import column_kinds, table_columns, typed_columns
 
 
-def predict_frame(frame: Any, column: str, predictor: Predictor | str, top_k: int = 1,
-                  coverage: float | None = None, batch_size: int = BATCH_SIZE, explain: bool = False,
-                  abstain: bool = True, max_set_size: int | None = None, prior: Any = None,
-                  markers: bool = False) -> Any:
+def predict_frame(frame: Any, column: str, predictor: Predictor | str, options: PredictOptions | None = None,
+                  markers: bool = False, **settings: Any) -> Any:
     """`frame` with prediction columns appended (a new frame; the input is not changed). `predictor`: a Predictor
-    or the path of a checkpoint or export. The options are scripts/predict.py's. `markers`: a cell spelling a
-    missing value ("NaN", "NULL", ...) gets the unusable-input answer, as the table command gives it; off by
-    default, since pandas has already read such cells of a CSV as missing."""
+    or the path of a checkpoint or export; `options` (or its fields as keywords): as for tables, the best label
+    per row by default.
+    `markers`: a cell spelling a missing value ("NaN", "NULL", ...) gets the unusable-input answer, as the table
+    command gives it; off by default, since pandas has already read such cells of a CSV as missing."""
     try:
         import pandas as pd
     except ImportError:
@@ -40,16 +41,17 @@ def predict_frame(frame: Any, column: str, predictor: Predictor | str, top_k: in
     if column not in frame.columns:
         raise UserError(f"column {column!r} is not in the frame: choose one of {', '.join(map(repr, frame.columns))}")
     predictor = Predictor.load(predictor) if not isinstance(predictor, Predictor) else predictor
+    options = options_of(options, settings, TABLE_OPTIONS).for_model(predictor)  # a bad option fails first
     cells = frame[column].tolist()
     missing = frame[column].isna().tolist()  # None, NaN, pd.NA and NaT alike, in one vectorized pass
     blank = [gone or not str(cell).strip() for cell, gone in zip(cells, missing, strict=True)]
     # A blank cell goes in as "": the Predictor's own unusable-input answer, never a prediction.
     names = Counter("" if is_blank else str(cell) for cell, is_blank in zip(cells, blank, strict=True))
     groups = DistinctNames.group(list(names), list(names.values()), predictor.normalize, markers=markers)
-    if isinstance(prior, str) and prior == "estimate":
-        prior = groups.estimate_prior(predictor, batch_size)
-    answers = score(predictor, groups.keys, top_k, batch_size, coverage, explain, abstain, max_set_size, prior)
-    shape = OutputOptions(top_k, coverage, explain, predictor.label_name, predictor.normalize)
+    if options.estimates_prior:
+        options = replace(options, prior=groups.estimate_prior(predictor, options.batch_size))
+    answers = score(predictor, groups.keys, options)
+    shape = predictor.output_options(options)
     entry = dict(zip(names, groups.answer_of.tolist(), strict=True))
     rows = np.array([entry["" if is_blank else str(cell)] for cell, is_blank in zip(cells, blank, strict=True)],
                     dtype=np.int64)

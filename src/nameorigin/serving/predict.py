@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -23,15 +24,13 @@ from nameorigin.model.explain import NameExplanation, explain_names
 from nameorigin.model.novelty import CharTrigrams
 from nameorigin.serving.abstain import UNUSABLE, abstentions
 from nameorigin.serving.export import ExportedNet
-from nameorigin.serving.prior import check_estimable, estimate_prior, read_prior, reweight
-from nameorigin.serving.schema import as_json
+from nameorigin.serving.options import BATCH_SIZE, PredictOptions, options_of
+from nameorigin.serving.prior import check_estimable, estimate_prior, reweight
+from nameorigin.serving.schema import OutputOptions, as_json
 
 NO_USABLE_CHARACTER, NO_KNOWN_CHARACTER = "no usable character after normalization", "no character the model knows"
 TOO_LONG = f"longer than {MAX_NAME_LENGTH} characters: not one name"
 EXPORTED_SUFFIXES = (".pt2", ".onnx")
-BATCH_SIZE = 1024  # names per forward pass: the fastest of 512/1024/2048 here (GRU 256, 2 CPU threads)
-
-
 
 @dataclass(slots=True)
 class Prediction:
@@ -117,14 +116,15 @@ class Predictor:
         """The conformal threshold stored for this coverage level (one per label for class-conditional sets,
         calibration.sets=mondrian); a clear error for any other level."""
         if self.undo_temperature != 1.0:
-            raise UserError("--coverage sets are fitted on the calibrated probabilities: drop --uncalibrated")
+            raise UserError("coverage sets are fitted on the calibrated probabilities: load the model calibrated "
+                            "(drop --uncalibrated)")
         levels = self.calibration.conformal
         if not levels:
-            raise UserError(f"--coverage {coverage:g}: this model stores no prediction-set levels (it was trained "
-                               "with calibration.enabled=false); drop --coverage")
+            raise UserError(f"coverage {coverage:g}: this model stores no prediction-set levels (it was trained "
+                            "with calibration.enabled=false); drop coverage")
         if level_key(coverage) not in levels:
-            raise UserError(f"--coverage {coverage:g} is not a level stored in this model: choose one of "
-                               f"{', '.join(levels)}")
+            raise UserError(f"coverage {coverage:g} is not a level stored in this model: choose one of "
+                            f"{', '.join(levels)}")
         return self.calibration.threshold(level_key(coverage))
 
     def encode(self, name: str) -> tuple[list[int], str | None]:
@@ -164,68 +164,59 @@ class Predictor:
                 energy[rows] = logits.logsumexp(-1).cpu()
         return out
 
-    def predict(self, names: Iterable[str], top_k: int = 3, batch_size: int = BATCH_SIZE,
-                coverage: float | None = None, explain: bool = False, abstain: bool = True,
-                max_set_size: int | None = None, prior: str | torch.Tensor | None = None) -> list[Prediction]:
+    @property
+    def explains(self) -> bool:
+        """Whether it can say why (explain): it reads the model's own layers, which an exported program hides."""
+        return isinstance(self.net, CharRNN)
+
+    def output_options(self, options: PredictOptions) -> OutputOptions:
+        """The shape of the answers to `options`: what decides the columns and fields of every output."""
+        return OutputOptions(options.top_k, options.coverage, options.explain, self.label_name, self.normalize)
+
+    def predict(self, names: Iterable[str], options: PredictOptions | None = None, **settings: Any) -> list[Prediction]:
         """Top-k labels per name and, with `coverage`, the conformal prediction set at that level; with `explain`,
         why the top one (nameorigin.model.explain). With `abstain` (and a checkpoint that holds the rule), a name
         out of the model's depth comes back abstained with its reason, its scores still given
         (nameorigin.serving.abstain). `prior`: the target population's label shares, "uniform" or "estimate"
-        (nameorigin.serving.prior)."""
-        self.check_options(top_k, coverage, explain, max_set_size, prior)
-        threshold = None if coverage is None else self.set_threshold(coverage)
+        (nameorigin.serving.prior). `options` (a PredictOptions), or its fields as keywords."""
+        options = options_of(options, settings).for_model(self)
+        threshold = None if options.coverage is None else self.set_threshold(options.coverage)
         names = list(names)
         tokens, lengths, errors = self.encode_many(names)
         answered = torch.tensor([row for row, error in enumerate(errors) if error is None], dtype=torch.long)
         good, any_good = (tokens[answered], lengths[answered]), len(answered) > 0
-        abstain = abstain and any_good and bool(self.abstention)
+        abstain = options.abstain and any_good and bool(self.abstention)
         energy = torch.empty(len(answered)) if abstain else None
-        probs = self.probabilities(good, batch_size, energy)
-        if prior is not None and (any_good or isinstance(prior, str) and prior == "estimate"):
-            probs = self.reweighted(probs, prior)
+        probs = self.probabilities(good, options.batch_size, energy)
+        if options.prior is not None and (any_good or options.estimates_prior):
+            probs = self.reweighted(probs, options.prior)
         why = None
-        if explain and any_good:
+        if options.explain and any_good:
             codes = [row[:n].tolist() for row, n in zip(good[0], good[1].tolist(), strict=True)]
             why = iter(self.explain_encoded(codes, [normalize_name(names[row], self.normalize)
-                                                    for row in answered.tolist()], batch_size))
-        top = probs.topk(min(top_k, len(self.labels)), dim=-1)
-        labels, label_names, label_key = self.labels, self.label_names, self.label_name
-        ranked = ranked_rows(top.values, top.indices, labels)
+                                                    for row in answered.tolist()], options.batch_size))
+        top = probs.topk(min(options.top_k, len(self.labels)), dim=-1)
+        ranked = ranked_rows(top.values, top.indices, self.labels)
         sets = self._sets(probs, threshold) if threshold is not None and any_good else None
-        verdicts = abstentions(self, good, energy, sets, max_set_size, batch_size) if abstain else None
+        verdicts = abstentions(self, good, energy, sets, options.max_set_size, options.batch_size) if abstain \
+            else None
         results, row = [], 0
         for name, error in zip(names, errors, strict=True):
             if error is not None:
                 results.append(Prediction(name, [], error, reason_code=UNUSABLE, reason=error))
                 continue
             code, reason = verdicts[row] if verdicts is not None else (None, None)
-            results.append(Prediction(name, ranked[row], None, None if sets is None else sets[row], label_names,
-                                      label_key, None if why is None else next(why), code, reason))
+            results.append(Prediction(name, ranked[row], None, None if sets is None else sets[row], self.label_names,
+                                      self.label_name, None if why is None else next(why), code, reason))
             row += 1
         return results
 
-    def check_options(self, top_k: int = 3, coverage: float | None = None, explain: bool = False,
-                      max_set_size: int | None = None, prior: str | torch.Tensor | None = None) -> None:
-        """predict()'s refusals of options this model or their combination cannot answer, each a UserError; the
-        server asks them of a request before queueing it."""
-        if top_k < 1:
-            raise UserError(f"--top-k {top_k} must be at least 1")
-        if explain and not isinstance(self.net, CharRNN):
-            raise UserError("--explain reads the model's own layers: pass the .ckpt, not an exported program")
-        if prior is not None and coverage is not None:
-            raise UserError("--coverage sets are calibrated for the training population's label mix, which --prior "
-                            "replaces: drop one of them")
-        if max_set_size is not None and coverage is None:
-            raise UserError("--max-set-size abstains on large prediction sets: use it with --coverage")
-        if coverage is not None:
-            self.set_threshold(coverage)
-
     def reweighted(self, probs: torch.Tensor, prior: str | torch.Tensor) -> torch.Tensor:
-        target = read_prior(prior, self.labels) if isinstance(prior, str) else prior
-        if isinstance(target, str):  # "estimate": from these very names
+        """`prior`: a tensor in label order, or "estimate" (from these very names)."""
+        if isinstance(prior, str):
             check_estimable(len(probs))
-            target = self.estimated_prior = estimate_prior(probs, self.trained_prior)
-        return reweight(probs, self.trained_prior, target)
+            prior = self.estimated_prior = estimate_prior(probs, self.trained_prior)
+        return reweight(probs, self.trained_prior, prior)
 
     def estimate_prior(self, names: Iterable[str], batch_size: int = BATCH_SIZE, chunk: int = 65536,
                        counts: Sequence[int] | None = None) -> torch.Tensor:
@@ -249,7 +240,7 @@ class Predictor:
 
     def explain(self, names: Iterable[str], batch_size: int = BATCH_SIZE) -> list[Prediction]:
         """The top label of each name and why: its contributions (nameorigin.model.explain)."""
-        return self.predict(names, top_k=1, batch_size=batch_size, explain=True)
+        return self.predict(names, PredictOptions(top_k=1, batch_size=batch_size, explain=True))
 
     @torch.inference_mode()
     def explain_encoded(self, encoded: Sequence[Sequence[int]], names: Sequence[str],

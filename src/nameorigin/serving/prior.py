@@ -33,9 +33,8 @@ MIN_NAMES_TO_ESTIMATE = 100
 
 def check_estimable(count: int) -> None:
     if count < MIN_NAMES_TO_ESTIMATE:
-        raise UserError(f"--prior estimate needs at least {MIN_NAMES_TO_ESTIMATE} usable names to estimate a label "
-                        f"mix from, and got {count}: score a longer list, or pass --prior uniform or a JSON file of "
-                        "label -> share")
+        raise UserError(f"prior 'estimate' needs at least {MIN_NAMES_TO_ESTIMATE} usable names to estimate a label "
+                        f"mix from, and got {count}: score more names, or pass prior 'uniform' or label -> share")
 
 
 def estimate_prior(probs: torch.Tensor, trained: torch.Tensor, steps: int = 200, tolerance: float = 1e-6,
@@ -53,19 +52,22 @@ def estimate_prior(probs: torch.Tensor, trained: torch.Tensor, steps: int = 200,
     return prior
 
 
-def read_prior(spec: str, labels: Sequence[str]) -> torch.Tensor | str:
-    """`uniform`, `estimate`, or a JSON file of label -> share (normalized; every label named, none negative)."""
+def read_prior(spec: str | dict, labels: Sequence[str]) -> torch.Tensor | str:
+    """`uniform`, `estimate`, a JSON file of label -> share or such a mapping (normalized; every label named, none
+    negative)."""
+    if isinstance(spec, dict):
+        return prior_from_shares(spec, labels)
     if spec in ("uniform", "estimate"):
         return torch.full((len(labels),), 1 / len(labels)) if spec == "uniform" else spec
     path = Path(spec)
     try:
         shares = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UserError(f"--prior {spec}: no such file; pass a JSON of label -> share, uniform or estimate") from None
+        raise UserError(f"prior {spec}: no such file; pass a JSON of label -> share, uniform or estimate") from None
     except (ValueError, OSError) as error:
-        raise UserError(f"--prior {spec} is not a readable JSON file ({type(error).__name__}): pass a JSON object "
+        raise UserError(f"prior {spec} is not a readable JSON file ({type(error).__name__}): pass a JSON object "
                         "of label -> share") from None
-    return prior_from_shares(shares, labels, f"--prior {spec}")
+    return prior_from_shares(shares, labels, f"prior {spec}")
 
 
 def prior_from_shares(shares: object, labels: Sequence[str], source: str = "prior") -> torch.Tensor:

@@ -5,9 +5,11 @@ schema). Each actor keeps the answers it has given, as the table command does, s
 per actor however many batches hold it.
 
     import ray
+    from nameorigin import PredictOptions
     from nameorigin.serving.ray_data import NameScorer
     ds = ray.data.read_parquet("s3://bucket/people/")
-    ds.map_batches(NameScorer, fn_constructor_kwargs={"model": "/shared/refit.ckpt", "column": "surname"},
+    ds.map_batches(NameScorer, fn_constructor_kwargs={"model": "/shared/refit.ckpt", "column": "surname",
+                                                      "options": PredictOptions(top_k=2)},
                    batch_format="pyarrow", batch_size=262_144,
                    compute=ray.data.ActorPoolStrategy(min_size=1, max_size=8)).write_parquet("s3://bucket/scored/")
 
@@ -23,8 +25,9 @@ from typing import Any
 import torch
 
 from nameorigin.base.errors import UserError
+from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
 from nameorigin.serving.predict import Predictor
-from nameorigin.serving.schema import OutputOptions, table_columns
+from nameorigin.serving.schema import table_columns
 from nameorigin.serving.table import AnswerBook
 
 RAY_BATCH_ROWS = 262_144  # rows per map_batches call
@@ -36,25 +39,23 @@ IO_CPUS = 0
 
 class NameScorer:
     """One actor's scorer, for `batch_format="pyarrow"`. `model`: the path of a .ckpt, .pt2 or .onnx every worker
-    can read (shared storage), or a .ckpt's bytes, which Ray ships to the actors through its object store. The
-    options are the table command's; a prior must be fixed (a tensor, "uniform" or a file): an estimate belongs to
-    the whole dataset, not a batch. `threads`: torch's intra-op threads per actor (None leaves torch's default)."""
+    can read (shared storage), or a .ckpt's bytes, which Ray ships to the actors through its object store.
+    `options`: as for tables; a prior must be fixed (a tensor, "uniform" or a file): an estimate belongs to the
+    whole dataset, not a batch. `threads`: torch's intra-op threads per actor (None leaves torch's default)."""
 
-    def __init__(self, model: str | Path | bytes, column: str, top_k: int = 1, coverage: float | None = None,
-                 explain: bool = False, abstain: bool = True, max_set_size: int | None = None, prior: Any = None,
-                 threads: int | None = None):
-        if isinstance(prior, str) and prior == "estimate":
-            raise UserError("prior='estimate' would estimate a mix per batch: estimate it once over the dataset "
+    def __init__(self, model: str | Path | bytes, column: str, options: PredictOptions | None = None,
+                 threads: int | None = None, **settings: Any):
+        options = options_of(options, settings, TABLE_OPTIONS)
+        if options.estimates_prior:
+            raise UserError("prior 'estimate' would estimate a mix per batch: estimate it once over the dataset "
                             "(Predictor.estimate_prior) and pass the tensor, or pass a prior file")
         if threads:
             torch.set_num_threads(threads)
         self.predictor = load_model(model)
-        if coverage is not None:
-            self.predictor.set_threshold(coverage)  # an unstored level fails when the actor starts, not per batch
         self.column = column
-        self.shape = OutputOptions(top_k, coverage, explain, self.predictor.label_name, self.predictor.normalize)
-        self.book = AnswerBook(self.predictor, self.shape, typed=True, merge=True, abstain=abstain,
-                               max_set_size=max_set_size, prior=prior)
+        # Checked against the model here: a bad option fails when the actor starts, not per batch.
+        self.book = AnswerBook(self.predictor, options, typed=True, merge=True)
+        self.shape = self.book.shape
 
     def __call__(self, batch: Any) -> Any:
         """A pyarrow Table with the prediction columns appended (plain, not dictionary-encoded: batches from
@@ -105,7 +106,7 @@ def user_error_of(error: BaseException) -> UserError | None:
 
 def score_dataset(model: str | Path, source: str, out: str, column: str, concurrency: int = 2,
                   batch_rows: int = RAY_BATCH_ROWS, threads: int | None = None, ship_model: bool = False,
-                  preserve_order: bool = True, **options: Any) -> None:
+                  preserve_order: bool = True, options: PredictOptions | None = None, **settings: Any) -> None:
     """Read Parquet at `source` (a file, folder or object-store URI), score `column`, write Parquet files under
     `out` (in the input's row order unless `preserve_order` is False). The model, the options and the column are
     checked here first, so a mistake is one line before any actor starts. Runs on whatever cluster ray.init()
@@ -114,9 +115,10 @@ def score_dataset(model: str | Path, source: str, out: str, column: str, concurr
         import ray
     except ImportError:
         raise UserError("scoring with Ray needs Ray Data: pip install 'nameorigin[ray]'") from None
-    NameScorer(model, column, **options)  # a bad model or option: one line here, not a dead actor's traceback
+    options = options_of(options, settings, TABLE_OPTIONS)
+    NameScorer(model, column, options)  # a bad model or option: one line here, not a dead actor's traceback
     scorer_args = {"model": Path(model).read_bytes() if ship_model else str(model), "column": column,
-                   "threads": threads, **options}
+                   "threads": threads, "options": options}
     columns = parquet_columns(source)
     if column not in columns:
         raise UserError(f"column {column!r} is not in {source}: choose one of {', '.join(map(repr, columns))}")

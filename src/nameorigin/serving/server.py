@@ -18,7 +18,7 @@ import functools
 import hashlib
 import hmac
 import json
-import re
+import typing
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -28,11 +28,12 @@ import torch
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
+from nameorigin.serving.options import PredictOptions, option_fields
 from nameorigin.serving.predict import Predictor
-from nameorigin.serving.prior import MIN_NAMES_TO_ESTIMATE, prior_from_shares
-from nameorigin.serving.schema import OutputOptions, as_json
+from nameorigin.serving.prior import check_estimable
+from nameorigin.serving.schema import as_json
 
 API_KEY_ENV = "NAMEORIGIN_API_KEY"
 EXAMPLE = '{"names": ["Nakamura"]}'
@@ -48,61 +49,63 @@ PAGE_POLICY = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe
 
 
 class RequestChecks:
-    """What a request must fit, read off the served model: Predictor.check_options' refusals, the names limit and
-    an estimated prior's minimum of usable names."""
+    """What a request must fit, read off the served model: its options checked against it (PredictOptions), the
+    names limit and an estimated prior's minimum of usable names."""
 
     def __init__(self, predictor: Predictor, max_names: int = MAX_NAMES):
         self.predictor, self.max_names = predictor, max_names
 
-    def check(self, request: "PredictRequest") -> None:
+    def check(self, request: "RequestBody") -> None:
         if len(request.names) > self.max_names:
             raise ValueError(f"names: {len(request.names):,} names, and this server takes at most "
                              f"{self.max_names:,} a request: split the list")
-        prior = request.prior
-        if isinstance(prior, dict):
-            prior = prior_from_shares(prior, self.predictor.labels, "prior")
-        self.predictor.check_options(request.top_k, request.coverage, request.explain, request.max_set_size,
-                                     prior)
-        if request.prior == "estimate":
-            usable = sum(error is None for error in self.predictor.encode_many(request.names)[2])
-            if usable < MIN_NAMES_TO_ESTIMATE:
-                raise ValueError(f"prior: 'estimate' needs at least {MIN_NAMES_TO_ESTIMATE} usable names to estimate "
-                                 f"a label mix from, and got {usable}: send more names, or pass 'uniform' or an "
-                                 "object of label -> share")
+        options = request.options().for_model(self.predictor)
+        if options.estimates_prior:
+            check_estimable(sum(error is None for error in self.predictor.encode_many(request.names)[2]))
 
 
-class PredictRequest(BaseModel):
-    """The body of POST /predict. `checks` is the served model's (set once per server process, before it forks its
-    HTTP workers): a request it refuses is a 422 that never reaches the model's worker."""
+# A request names its prior, or gives label -> share; a file path is the command line's alone (a server reads no
+# file a request names).
+REQUEST_TYPES = {"prior": Literal["uniform", "estimate"] | dict[str, float] | None}
+
+
+class RequestBody(BaseModel):
+    """What every request is, beside its fields (made from PredictOptions below): strict, no unknown fields, and
+    checked against the served model. `checks` is set once per server process, before it forks its HTTP workers:
+    a request it refuses is a 422 that never reaches the model's worker."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     checks: ClassVar[RequestChecks | None] = None
-
     names: list[str] = Field(min_length=1, description="the names to classify, one per entry")
-    top_k: int = Field(3, ge=1, description="ranked labels per name")
-    coverage: float | None = Field(None, description="add each name's prediction set at this stored level")
-    explain: bool = Field(False, description="say why the top label (a .ckpt only)")
-    abstain: bool = Field(True, description="abstain on names out of the model's depth")
-    max_set_size: int | None = Field(None, ge=1, description="with coverage: abstain on larger sets")
-    prior: Literal["uniform", "estimate"] | dict[str, float] | None = Field(
-        None, description="the label mix of these names: uniform, estimate (from this request's names, at least "
-        f"{MIN_NAMES_TO_ESTIMATE}) or an object of label -> share")
 
     @model_validator(mode="after")
-    def fits_the_model(self) -> "PredictRequest":
+    def fits_the_model(self) -> "RequestBody":
+        self.options()  # what the options say on their own, refused as the command refuses them
         if self.checks is not None:
             self.checks.check(self)
         return self
 
-    def options(self) -> dict[str, Any]:
-        return {"top_k": self.top_k, "coverage": self.coverage, "explain": self.explain, "abstain": self.abstain,
-                "max_set_size": self.max_set_size}
+    def options(self) -> PredictOptions:
+        return PredictOptions(**{f.name: getattr(self, f.name) for f in option_fields(request_only=True)})
 
     def batch_key(self, position: int) -> str:
         """Requests with equal keys are answered in one forward pass: equal options and a fixed prior. An
         estimated prior belongs to one request's names alone."""
-        prior = f"estimate-{position}" if self.prior == "estimate" else self.prior
-        return json.dumps([self.options(), prior], sort_keys=True)
+        settings = {f.name: getattr(self, f.name) for f in option_fields(request_only=True)}
+        if self.options().estimates_prior:
+            settings["prior"] = f"estimate-{position}"
+        return json.dumps(settings, sort_keys=True)
+
+
+def request_fields() -> dict[str, Any]:
+    """PredictOptions' fields a request may set, typed as pydantic reads them, each described by its help."""
+    hints = typing.get_type_hints(PredictOptions)
+    return {f.name: (REQUEST_TYPES.get(f.name, hints[f.name]), Field(f.default, description=f.metadata["help"]))
+            for f in option_fields(request_only=True)}
+
+
+# The body of POST /predict: names, and PredictOptions' fields under their own names and defaults.
+PredictRequest = create_model("PredictRequest", __base__=RequestBody, **request_fields())
 
 
 class NameAPI(ls.LitAPI):
@@ -138,18 +141,15 @@ class NameAPI(ls.LitAPI):
             groups.setdefault(request.batch_key(position), []).append(position)
         answers: list[dict[str, Any]] = [{}] * len(requests)
         for members in groups.values():
-            first = requests[members[0]]
-            prior = prior_from_shares(first.prior, self.predictor.labels) if isinstance(first.prior, dict) \
-                else first.prior
+            options = requests[members[0]].options()
             names = [name for position in members for name in requests[position].names]
-            predictions = self.predictor.predict(names, prior=prior, **first.options())
-            shape = OutputOptions(first.top_k, first.coverage, first.explain, self.predictor.label_name,
-                                  self.predictor.normalize)
+            predictions = self.predictor.predict(names, options)
+            shape = self.predictor.output_options(options)
             start = 0
             for position in members:
                 count = len(requests[position].names)
                 answers[position] = {"predictions": [as_json(p, shape) for p in predictions[start:start + count]]}
-                if first.prior == "estimate":
+                if options.estimates_prior:
                     answers[position]["estimated_prior"] = dict(zip(
                         self.predictor.labels, (round(share, 6) for share in self.predictor.estimated_prior.tolist()),
                         strict=True))
@@ -199,9 +199,7 @@ def one_line(error: RequestValidationError) -> str:
     parts = []
     for problem in error.errors():
         where = ".".join(str(part) for part in problem.get("loc", ())[1:]) or "body"
-        # The Predictor's refusals name the command's flags (--coverage); a request names its fields (coverage).
-        message = re.sub(r"--([a-z-]+)", lambda flag: flag[1].replace("-", "_"),
-                         str(problem.get("msg", "invalid")).removeprefix("Value error, "))
+        message = str(problem.get("msg", "invalid")).removeprefix("Value error, ")
         if problem.get("type") == "json_invalid":
             where, message = "body", f"not valid JSON: send {EXAMPLE}"
         elif where == "body" and problem.get("type") in ("model_attributes_type", "dict_type", "model_type"):

@@ -11,7 +11,7 @@ one mix must come from all the rows before any is written.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,8 +20,9 @@ import numpy as np
 from nameorigin.base.atomic import write_atomically
 from nameorigin.base.tables import ArrowChunk, TableReader, TableWriter, TextChunk, delimiter_for, output_format
 from nameorigin.serving.distinct import DistinctNames, cell_key, score
-from nameorigin.serving.predict import BATCH_SIZE, Predictor
-from nameorigin.serving.schema import OutputOptions, column_kinds, table_cells, table_columns, typed_columns
+from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
+from nameorigin.serving.predict import Predictor
+from nameorigin.serving.schema import column_kinds, table_cells, table_columns, typed_columns
 
 CHUNK_ROWS = 16_384  # rows of a delimited file read, scored and written at a time
 
@@ -43,8 +44,10 @@ class AnswerBook:
     (delimited output) or as typed pyarrow arrays (Parquet). `merge=False` gives every row its own entry: every
     row scored on its own, the reference the grouping is checked against."""
 
-    def __init__(self, predictor: Predictor, shape: OutputOptions, typed: bool, merge: bool, **options: Any):
-        self.predictor, self.shape, self.typed, self.merge, self.options = predictor, shape, typed, merge, options
+    def __init__(self, predictor: Predictor, options: PredictOptions, typed: bool, merge: bool):
+        self.predictor, self.typed, self.merge = predictor, typed, merge
+        self.options = options.for_model(predictor)
+        self.shape = predictor.output_options(options)
         self.entry_of: dict = {}  # cell -> entry
         self.entry_by_key: dict = {}  # cell_key -> entry
         self.cells: list[list[str]] = []  # per entry, delimited output
@@ -52,7 +55,7 @@ class AnswerBook:
         if typed:
             import pyarrow as pa
 
-            self.parts = [[pa.array([], type=arrow_type(kind))] for kind in column_kinds(shape)]
+            self.parts = [[pa.array([], type=arrow_type(kind))] for kind in column_kinds(self.shape)]
         self.unusable = np.zeros(0, dtype=bool)
         self.names = 0
         self.row_entry: np.ndarray | None = None  # each row's entry, when read ahead
@@ -73,8 +76,7 @@ class AnswerBook:
     def add(self, keys: list) -> np.ndarray:
         """Score `keys` and keep their answers as new entries; returns their entry numbers."""
         first = len(self.unusable)
-        answers = score(self.predictor, keys, self.shape.top_k, coverage=self.shape.coverage,
-                        explain=self.shape.explain, **self.options)
+        answers = score(self.predictor, keys, self.options)
         failed = np.array([answer.error is not None for answer in answers], dtype=bool)
         self.names += int((~failed).sum())
         self.unusable = np.concatenate([self.unusable, failed])
@@ -172,26 +174,24 @@ def output_delimiter(reader: TableReader, out: IO[str] | str | Path) -> str:
 
 
 def predict_table(predictor: Predictor, source: str | Path, column: str, out: IO[str] | str | Path,
-                  delimiter: str | None = None, top_k: int = 1, coverage: float | None = None,
-                  batch_size: int = BATCH_SIZE, explain: bool = False, distinct: bool = True,
-                  **options: Any) -> TableSummary:
+                  options: PredictOptions | None = None, delimiter: str | None = None, distinct: bool = True,
+                  **settings: Any) -> TableSummary:
     """Score `source`'s `column` and write every row with prediction columns appended to `out`: a stream (text,
     with the input's delimiter) or a path (its suffix picks CSV, TSV or Parquet; it appears only when complete).
-    `options` go to Predictor.predict (abstain, max_set_size, prior). `distinct=False` scores every row on its
-    own: the slow reference the grouping is checked against."""
+    `options` (or its fields as keywords): the best label per row by default. `distinct=False` scores every row
+    on its own: the slow reference the grouping is checked against."""
     reader = TableReader(source, "--file", delimiter)
     reader.require_text(column, f"--column {column}")
     parquet_out = isinstance(out, str | Path) and output_format(out, source) == "parquet"
-    if coverage is not None:
-        predictor.set_threshold(coverage)  # an unknown level fails before any output
-    shape = OutputOptions(top_k, coverage, explain, predictor.label_name, predictor.normalize)
-    if isinstance(options.get("prior"), str) and options["prior"] == "estimate":  # one mix, from every row
+    options = options_of(options, settings, TABLE_OPTIONS).for_model(predictor)  # fails before any output
+    if options.estimates_prior:  # one mix, from every row
         counted: Counter = Counter()
         for chunk in reader.chunks([column]):
             counted.update(chunk.cells(column))
         groups = DistinctNames.group(list(counted), list(counted.values()), predictor.normalize)
-        options["prior"] = groups.estimate_prior(predictor, batch_size)
-    book = AnswerBook(predictor, shape, parquet_out, distinct, batch_size=batch_size, **options)
+        options = replace(options, prior=groups.estimate_prior(predictor, options.batch_size))
+    book = AnswerBook(predictor, options, parquet_out, distinct)
+    shape = book.shape
     if reader.parquet and distinct:
         book.read_ahead(reader, column)
     rows = unusable = 0

@@ -1,0 +1,115 @@
+"""Everything a prediction takes, stated once: PredictOptions. The Predictor, distinct-name scoring, tables,
+frames, Ray and the server take it whole; the command's flags and the server's request fields are read off its
+fields (their help is each field's `help`), so an option is one entry here and a check of it one line below.
+
+Two kinds of check: what the options say on their own (`__post_init__`: a top-k of 0, a set size without sets),
+and what they ask of one model (`for_model`: a coverage level it stores, labels it knows, an explanation it can
+give). Every refusal names the option as the caller wrote it (`top_k`, `coverage`), whichever door it came in by.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from nameorigin.base.errors import UserError
+from nameorigin.serving.prior import read_prior
+
+if TYPE_CHECKING:
+    from nameorigin.serving.predict import Predictor
+
+BATCH_SIZE = 1024  # names per forward pass: the fastest of 512/1024/2048 here (GRU 256, 2 CPU threads)
+ESTIMATE = "estimate"
+
+
+def option(default: Any, help: str, request: bool = True, flag: str | None = None) -> Any:
+    """A field of PredictOptions: `help` says what it does (the flag's help and the request field's description);
+    `request`: whether an HTTP request may set it; `flag`: the command's flag when not --<name>."""
+    return field(default=default, metadata={"help": help, "request": request, "flag": flag})
+
+
+@dataclass(frozen=True)
+class PredictOptions:
+    """How to answer names. Frozen and checked on creation; `for_model` checks it against one model."""
+
+    top_k: int = option(3, "ranked labels per name")
+    coverage: float | None = option(None, "add each name's prediction set at this stored coverage level (e.g. 0.9): "
+                                          "the labels that hold the true one that often")
+    explain: bool = option(False, "say why the top label: its score split into one contribution per character, "
+                                  "per n-gram and for known-name evidence (a .ckpt only)")
+    abstain: bool = option(True, "abstain on names out of the model's depth, when the model holds the rule (their "
+                                 "scores still given)", flag="--no-abstain")
+    max_set_size: int | None = option(None, "with coverage: abstain when a name's prediction set holds more "
+                                            "labels than this")
+    # "uniform", "estimate", a JSON file of label -> share (not over HTTP), a mapping, or a tensor in label order.
+    prior: Any = option(None, "the label mix of the names being scored: 'uniform', 'estimate' (from these names, by "
+                              "EM) or label -> share (a JSON file on the command line); re-weights the probabilities "
+                              "by Bayes' rule")
+    batch_size: int = option(BATCH_SIZE, "names per forward pass", request=False)
+
+    def __post_init__(self) -> None:
+        for name in ("top_k", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(f"{name} {value!r} must be a whole number, at least 1")
+        if self.coverage is not None and (isinstance(self.coverage, bool) or not isinstance(self.coverage, int | float)
+                                          or not 0 < self.coverage < 1):
+            raise UserError(f"coverage {self.coverage!r} must be a level between 0 and 1, such as 0.9")
+        if self.max_set_size is not None:
+            if self.coverage is None:
+                raise UserError("max_set_size abstains on large prediction sets: use it with coverage")
+            if isinstance(self.max_set_size, bool) or not isinstance(self.max_set_size, int) or self.max_set_size < 1:
+                raise UserError(f"max_set_size {self.max_set_size!r} must be a whole number, at least 1")
+        if self.prior is not None and self.coverage is not None:
+            raise UserError("coverage sets are calibrated for the training population's label mix, which prior "
+                            "replaces: drop one of them")
+        if self.prior is not None and not isinstance(self.prior, str | dict | torch.Tensor):
+            raise UserError(f"prior must be 'uniform', 'estimate', a JSON file or label -> share, not "
+                            f"{type(self.prior).__name__}")
+
+    @property
+    def estimates_prior(self) -> bool:
+        return isinstance(self.prior, str) and self.prior == ESTIMATE
+
+    def for_model(self, predictor: Predictor) -> PredictOptions:
+        """These options checked against `predictor`, with a named prior read into a tensor in its label order
+        ("estimate" stays: it comes from the names)."""
+        if self.explain and not predictor.explains:
+            raise UserError("explain reads the model's own layers: pass the .ckpt, not an exported program")
+        if self.coverage is not None:
+            predictor.set_threshold(self.coverage)
+        if self.prior is None or self.estimates_prior or isinstance(self.prior, torch.Tensor):
+            return self
+        return replace(self, prior=read_prior(self.prior, predictor.labels))
+
+    def changed(self) -> list[str]:
+        """The options set to other than their defaults, by name."""
+        return [f.name for f in fields(self) if not same(getattr(self, f.name), f.default)]
+
+
+def same(value: Any, default: Any) -> bool:
+    return value is default if isinstance(value, torch.Tensor) else value == default
+
+
+TABLE_OPTIONS = PredictOptions(top_k=1)  # a table's rows: the best label per row unless asked for more
+
+
+def options_of(options: PredictOptions | None, settings: dict[str, Any],
+               default: PredictOptions = PredictOptions()) -> PredictOptions:
+    """What a caller asked for: a PredictOptions, or its fields as keywords (`settings`, over `default`)."""
+    if options is not None and settings:
+        raise TypeError("pass PredictOptions or its fields as keywords, not both")
+    if options is not None:
+        return options
+    unknown = sorted(set(settings) - {f.name for f in fields(PredictOptions)})
+    if unknown:
+        raise TypeError(f"{', '.join(unknown)}: not a prediction option; the options are "
+                        f"{', '.join(f.name for f in fields(PredictOptions))}")
+    return replace(default, **settings)
+
+
+def option_fields(request_only: bool = False) -> list[Any]:
+    """PredictOptions' fields (those a request may set, with `request_only`)."""
+    return [f for f in fields(PredictOptions) if f.metadata["request"] or not request_only]
