@@ -82,3 +82,67 @@ def test_every_option_has_a_flag_with_its_help(capsys):
     for field in option_fields():
         flag = field.metadata["flag"] or "--" + field.name.replace("_", "-")
         assert flag in shown and "".join(field.metadata["help"].split()) in shown
+
+
+@pytest.fixture(scope="module")
+def restricted(trained):
+    """The tiny run's model, two of its labels, and names with their answers among every label."""
+    from nameorigin.serving.predict import Predictor
+
+    path = trained[0] / "checkpoints" / "refit.ckpt"
+    predictor = Predictor.load(path)
+    names = [line for file in sorted(trained[1].glob("*.txt"))[:4] for line in file.read_text().splitlines()[:5]]
+    full = predictor.predict(names, top_k=len(predictor.labels), abstain=False)
+    return path, predictor, list(predictor.labels[:2]), names, full
+
+
+def within(answers: list[dict], labels: list[str], full, key: str) -> None:
+    """Each answer ranks only `labels`, with the full answer's probabilities renormalized over them."""
+    for answer, everything in zip(answers, full, strict=True):
+        probability = dict(everything.predictions)
+        total = sum(probability[label] for label in labels)
+        got = [(entry[key], entry["probability"]) for entry in answer["predictions"]]
+        assert {label for label, _ in got} == set(labels)
+        assert all(abs(p - probability[label] / total) < 2e-6 for label, p in got)
+
+
+@pytest.mark.slow
+def test_the_labels_option_reaches_the_command_tables_frames_and_ray(restricted, tmp_path):
+    import json
+
+    import pandas as pd
+    import pyarrow as pa
+    from conftest import ROOT, run_in_process
+
+    from nameorigin.serving.frame import predict_frame
+    from nameorigin.serving.ray_data import NameScorer
+    from nameorigin.serving.table import predict_table
+
+    path, predictor, labels, names, full = restricted
+    key = predictor.label_name
+    command = run_in_process([str(ROOT / "scripts" / "predict.py"), str(path), *names,
+                              "--labels", ",".join(labels), "--no-abstain", "--format", "json"], cwd=tmp_path)
+    assert command.returncode == 0, command.stderr
+    within(json.loads(command.stdout), labels, full, key)  # top-k 3 asked, two labels allowed: two ranked
+
+    table = tmp_path / "people.csv"
+    pd.DataFrame({"surname": names}).to_csv(table, index=False)
+    predict_table(predictor, table, "surname", tmp_path / "out.csv", top_k=2, labels=labels, abstain=False)
+    frame = predict_frame(pd.DataFrame({"surname": names}), "surname", predictor,
+                          PredictOptions(top_k=2, labels=tuple(labels), abstain=False))
+    batch = NameScorer(str(path), "surname", top_k=2, labels=labels, abstain=False)(
+        pa.table({"surname": names}))
+    for scored in (pd.read_csv(tmp_path / "out.csv"), frame, batch.to_pandas()):
+        rows = [{"predictions": [{key: row[f"pred_{key}"], "probability": row["pred_probability"]},
+                                 {key: row[f"pred_{key}_2"], "probability": row["pred_probability_2"]}]}
+                for _, row in scored.iterrows()]
+        within(rows, labels, full, key)
+
+
+def test_the_labels_option_refuses_what_it_cannot_answer():
+    assert PredictOptions(labels="Japanese, Korean").labels == ("Japanese", "Korean")
+    for settings, message in [({"labels": " , "}, "labels is empty"),
+                              ({"labels": ["Japanese"], "coverage": 0.9}, "drop one of them"),
+                              ({"labels": [3]}, "labels must be a list of the model's labels")]:
+        with pytest.raises(UserError, match=message):
+            PredictOptions(**settings)

@@ -132,6 +132,20 @@ def test_requests_batched_together_keep_their_own_options(served):
     assert "estimated_prior" in together[3] and "estimated_prior" not in together[2]
 
 
+def test_the_labels_option_reaches_the_server(served):
+    """A request field made from PredictOptions.labels: answers among those labels alone, as the Predictor's."""
+    base, model = served
+    predictor = Predictor.load(model)
+    labels = list(predictor.labels[-2:])
+    status, answer = post(base, {"names": NAMES[:3], "labels": labels, "top_k": 3})
+    expected = [p.as_dict() for p in predictor.predict(NAMES[:3], top_k=3, labels=labels)]
+    assert status == 200 and answer["predictions"] == expected
+    assert all({entry[predictor.label_name] for entry in a["predictions"]} <= set(labels)
+               for a in answer["predictions"])
+    status, refused = post(base, {"names": ["a"], "labels": ["Klingon"]})
+    assert status == 422 and refused["detail"].startswith("body: labels: Klingon not a label of this model")
+
+
 @pytest.mark.slow
 def test_the_key_guards_predict_only_and_the_page_and_health_stay_open(served):
     base, _ = served

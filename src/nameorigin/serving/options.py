@@ -9,6 +9,7 @@ give). Every refusal names the option as the caller wrote it (`top_k`, `coverage
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,9 @@ class PredictOptions:
     prior: Any = option(None, "the label mix of the names being scored: 'uniform', 'estimate' (from these names, by "
                               "EM) or label -> share (a JSON file on the command line); re-weights the probabilities "
                               "by Bayes' rule")
+    labels: Sequence[str] | None = option(None, "answer among these labels only (comma-separated on the command "
+                                                "line): the probabilities renormalized over them, for names known "
+                                                "to come from a few of the model's labels")
     batch_size: int = option(BATCH_SIZE, "names per forward pass", request=False)
 
     def __post_init__(self) -> None:
@@ -65,9 +69,23 @@ class PredictOptions:
         if self.prior is not None and self.coverage is not None:
             raise UserError("coverage sets are calibrated for the training population's label mix, which prior "
                             "replaces: drop one of them")
+        if self.labels is not None:
+            self.check_labels()
         if self.prior is not None and not isinstance(self.prior, str | dict | torch.Tensor):
             raise UserError(f"prior must be 'uniform', 'estimate', a JSON file or label -> share, not "
                             f"{type(self.prior).__name__}")
+
+    def check_labels(self) -> None:
+        labels = self.labels.split(",") if isinstance(self.labels, str) else self.labels
+        if not isinstance(labels, Sequence) or not all(isinstance(label, str) for label in labels):
+            raise UserError("labels must be a list of the model's labels, or one string of them comma-separated")
+        labels = tuple(label.strip() for label in labels if label.strip())
+        if not labels:
+            raise UserError("labels is empty: name at least one of the model's labels, or leave it out")
+        if self.coverage is not None or self.explain:
+            raise UserError("labels answers among some labels; coverage sets and explanations are of every label: "
+                            "drop one of them")
+        object.__setattr__(self, "labels", labels)  # frozen: normalized once, here
 
     @property
     def estimates_prior(self) -> bool:
@@ -80,6 +98,10 @@ class PredictOptions:
             raise UserError("explain reads the model's own layers: pass the .ckpt, not an exported program")
         if self.coverage is not None:
             predictor.set_threshold(self.coverage)
+        unknown = [label for label in self.labels or () if label not in predictor.labels]
+        if unknown:
+            raise UserError(f"labels: {', '.join(unknown)} not a label of this model; its labels are "
+                            f"{', '.join(predictor.labels)}")
         if self.prior is None or self.estimates_prior or isinstance(self.prior, torch.Tensor):
             return self
         return replace(self, prior=read_prior(self.prior, predictor.labels))

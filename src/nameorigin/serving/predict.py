@@ -195,7 +195,9 @@ class Predictor:
             codes = [row[:n].tolist() for row, n in zip(good[0], good[1].tolist(), strict=True)]
             why = iter(self.explain_encoded(codes, [normalize_name(names[row], self.normalize)
                                                     for row in answered.tolist()], options.batch_size))
-        top = probs.topk(min(options.top_k, len(self.labels)), dim=-1)
+        if options.labels:
+            probs = self.restricted(probs, options.labels)
+        top = probs.topk(min(options.top_k, len(options.labels or self.labels)), dim=-1)
         ranked = ranked_rows(top.values, top.indices, self.labels)
         sets = self._sets(probs, threshold) if threshold is not None and any_good else None
         verdicts = abstentions(self, good, energy, sets, options.max_set_size, options.batch_size) if abstain \
@@ -210,6 +212,13 @@ class Predictor:
                                       self.label_name, None if why is None else next(why), code, reason))
             row += 1
         return results
+
+    def restricted(self, probs: torch.Tensor, labels: Sequence[str]) -> torch.Tensor:
+        """The probabilities over `labels` alone, renormalized: p(y | x, y in labels)."""
+        keep = torch.zeros(len(self.labels), dtype=torch.bool)
+        keep[[self.labels.index(label) for label in labels]] = True
+        kept = probs * keep
+        return kept / kept.sum(-1, keepdim=True).clamp_min(1e-30)
 
     def reweighted(self, probs: torch.Tensor, prior: str | torch.Tensor) -> torch.Tensor:
         """`prior`: a tensor in label order, or "estimate" (from these very names)."""
