@@ -54,7 +54,9 @@ def write_synthetic(path: Path, rows: int, seed: int = 0) -> Path:
 
 def write_people(path: Path, rows: int, cache: Path, seed: int = 0) -> Path:
     """`rows` rows of name,country, one per person, written a chunk at a time (CSV, or Parquet by suffix)."""
-    from nameorigin.base.tables import is_parquet, pyarrow_modules
+    from nameorigin.base.formats import format_of
+    from nameorigin.base.formats.common import pyarrow_modules
+    from nameorigin.base.formats.parquet import Parquet
     from nameorigin.data.surnames import Surnames
 
     pa, pq = pyarrow_modules(f"--out {path}")
@@ -74,7 +76,7 @@ def write_people(path: Path, rows: int, cache: Path, seed: int = 0) -> Path:
 
     def write(tmp: Path) -> None:
         schema = pa.schema([("name", pa.string()), ("country", pa.string())])
-        writer = pq.ParquetWriter(tmp, schema) if is_parquet(path) else pcsv.CSVWriter(tmp, schema)
+        writer = pq.ParquetWriter(tmp, schema) if format_of(path) is Parquet else pcsv.CSVWriter(tmp, schema)
         with writer:
             for start in range(0, rows, PEOPLE_CHUNK):
                 drawn = rng.choice(count, size=min(PEOPLE_CHUNK, rows - start), p=popularity)

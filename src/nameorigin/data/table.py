@@ -113,7 +113,8 @@ def read_people(config: TableDataConfig, reader: TableReader) -> Table:
     reader.require(config.name_column, f"data.name_column={config.name_column}")
     reader.require(config.label_column, f"data.label_column={config.label_column}")
     cells: Counter = Counter()
-    for chunk in reader.chunks([config.name_column, config.label_column], PEOPLE_CHUNK if reader.parquet else None):
+    rows = PEOPLE_CHUNK if reader.format.columnar else None
+    for chunk in reader.chunks([config.name_column, config.label_column], rows):
         cells.update(zip(chunk.cells(config.name_column), chunk.cells(config.label_column), strict=True))
     counts = Counter({"rows": sum(cells.values()), "blank_name": 0, "long_name": 0, "blank_label": 0})
     people: dict[str, dict[str, float]] = {}

@@ -1,6 +1,6 @@
-"""Predictions for a column of a table file (CSV, TSV or Parquet, in and out), streamed: every input row comes
-back, in order, with its own columns untouched and prediction columns appended. A blank, missing or unusable
-cell gets empty prediction columns and a reason; no row is ever dropped or shifted.
+"""Predictions for a column of a table file (any format of nameorigin.base.formats, in and out), streamed: every
+input row comes back, in order, with its own columns untouched and prediction columns appended. A blank, missing
+or unusable cell gets empty prediction columns and a reason; no row is ever dropped or shifted.
 
 One pass: each chunk's cells not seen before are scored (each distinct name once, nameorigin.serving.distinct),
 and the chunk is written with its rows' answers joined on. Memory holds the answers of the distinct names and a
@@ -18,7 +18,10 @@ from typing import IO, Any
 import numpy as np
 
 from nameorigin.base.atomic import write_atomically
-from nameorigin.base.tables import ArrowChunk, TableReader, TableWriter, TextChunk, delimiter_for, output_format
+from nameorigin.base.formats.common import Chunk
+from nameorigin.base.formats.delimited import Delimited
+from nameorigin.base.formats.parquet import ArrowChunk
+from nameorigin.base.tables import TableReader, TableWriter, delimiter_for, output_format
 from nameorigin.serving.distinct import DistinctNames, cell_key, score
 from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
 from nameorigin.serving.predict import Predictor
@@ -111,7 +114,7 @@ class AnswerBook:
                                          *(entry_of_cell[cell_of[start + local]] for start, local in
                                            zip(starts, indices, strict=False))])
 
-    def rows(self, chunk: TextChunk | ArrowChunk, column: str, first: int) -> tuple[Any, int]:
+    def rows(self, chunk: Chunk, column: str, first: int) -> tuple[Any, int]:
         """The appended columns for a chunk's rows (data rows `first`... from 0): cells per row or arrays, and how
         many of the rows are unusable."""
         if self.row_entry is not None:
@@ -167,10 +170,10 @@ def arrow_type(kind: type) -> Any:
 
 def output_delimiter(reader: TableReader, out: IO[str] | str | Path) -> str:
     """A file's own suffix decides (tab for .tsv/.tab, comma for .csv); standard output and .txt keep the
-    input's delimiter (comma for Parquet)."""
+    input's delimiter (comma for a format without one)."""
     if isinstance(out, str | Path) and Path(out).suffix.lower() != ".txt":
         return delimiter_for(out)
-    return reader.delimiter if not reader.parquet else ","
+    return reader.delimiter
 
 
 def predict_table(predictor: Predictor, source: str | Path, column: str, out: IO[str] | str | Path,
@@ -182,7 +185,7 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: IO
     on its own: the slow reference the grouping is checked against."""
     reader = TableReader(source, "--file", delimiter)
     reader.require_text(column, f"--column {column}")
-    parquet_out = isinstance(out, str | Path) and output_format(out, source) == "parquet"
+    out_format = output_format(out, source) if isinstance(out, str | Path) else Delimited
     options = options_of(options, settings, TABLE_OPTIONS).for_model(predictor)  # fails before any output
     if options.estimates_prior:  # one mix, from every row
         counted: Counter = Counter()
@@ -190,26 +193,26 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: IO
             counted.update(chunk.cells(column))
         groups = DistinctNames.group(list(counted), list(counted.values()), predictor.normalize)
         options = replace(options, prior=groups.estimate_prior(predictor, options.batch_size))
-    book = AnswerBook(predictor, options, parquet_out, distinct)
+    book = AnswerBook(predictor, options, out_format.typed, distinct)
     shape = book.shape
-    if reader.parquet and distinct:
+    if reader.format.columnar and distinct:
         book.read_ahead(reader, column)
     rows = unusable = 0
 
     def write(target: IO[str] | Path) -> None:
         nonlocal rows, unusable
-        with TableWriter(target, reader.header, table_columns(shape), output_delimiter(reader, out),
-                         parquet_out) as writer:
-            for chunk in reader.chunks(rows=None if reader.parquet else CHUNK_ROWS):
+        with TableWriter(target, reader.header, table_columns(shape), output_delimiter(reader, out), out_format,
+                         column_kinds(shape)) as writer:
+            for chunk in reader.chunks(rows=None if reader.format.columnar else CHUNK_ROWS):
                 added, bad = book.rows(chunk, column, rows)
                 writer.write(chunk, added)
                 rows, unusable = rows + len(chunk), unusable + bad
-            if parquet_out and rows == 0:
+            if rows == 0:  # a typed format's schema is written with its first rows: here, none
                 writer.write(reader.empty_chunk(), book.rows(reader.empty_chunk(), column, 0)[0])
 
     if isinstance(out, str | Path):
         def into_file(tmp: Path) -> None:
-            if parquet_out:
+            if out_format.typed:  # a typed format writes its own file
                 write(tmp)
                 return
             with open(tmp, "w", encoding="utf-8", newline="") as stream:

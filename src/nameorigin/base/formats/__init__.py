@@ -1,0 +1,39 @@
+"""Table formats, chosen by a file's suffix as cells are chosen by name: each is a module of this package with a
+reader and a writer (nameorigin.base.formats.common.TableFormat), and one entry of FORMATS. A suffix no format
+claims reads as the first entry, delimited text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nameorigin.base.errors import UserError
+from nameorigin.base.formats.common import TableFormat
+from nameorigin.base.formats.delimited import Delimited
+from nameorigin.base.formats.parquet import Parquet
+
+FORMATS: list[type[TableFormat]] = [
+    Delimited,
+    Parquet,
+]
+
+
+def format_of(path: str | Path) -> type[TableFormat]:
+    """The format a file's suffix names (delimited text for any other suffix)."""
+    suffix = Path(path).suffix.lower()
+    return next((fmt for fmt in FORMATS if suffix in fmt.suffixes), FORMATS[0])
+
+
+def known_suffixes() -> tuple[str, ...]:
+    return tuple(suffix for fmt in FORMATS for suffix in fmt.suffixes)
+
+
+def output_format(path: str | Path, source: str | Path, setting: str = "--out") -> type[TableFormat]:
+    """The format to write `path` in; refused when it is the input or its suffix names no format."""
+    path, source = Path(path), Path(source)
+    if path.exists() and path.resolve() == source.resolve() or path.absolute() == source.absolute():
+        raise UserError(f"{setting} {path} is the input table: write the scored table to another file")
+    suffix = path.suffix.lower()
+    if suffix not in known_suffixes():
+        raise UserError(f"{setting} {path}: unknown table suffix {suffix or '(none)'!r}: end the name in "
+                        f"{', '.join(known_suffixes())}")
+    return format_of(path)
