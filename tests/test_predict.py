@@ -126,7 +126,7 @@ def test_bad_checkpoints_exit_2_with_one_line(checkpoint, tmp_path, make, messag
     (["--delimiter", ";", "Kanemoto"], "--delimiter reads tables"),
     (["--evaluate", "no-such-folder"], "--evaluate no-such-folder does not exist"),
     (["--file", "."], "--file . cannot be read (Is a directory)"),
-    (["--file", ".", "--column", "surname"], "--file . is a folder: pass a CSV, TSV or Parquet file"),
+    (["--file", ".", "--column", "surname"], "--file . is a folder: pass a table file with a header row"),
     (["--evaluate", "."], ". holds no <Language>.txt files"),
     (["--known-names", "data/surnames", "Kanemoto"], "--known-names splits the test-split scores"),
     (["--uncalibrated", "--coverage", "0.9", "Kanemoto"], "drop --uncalibrated"),

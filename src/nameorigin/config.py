@@ -20,6 +20,7 @@ from enum import Enum
 from typing import Any
 
 from nameorigin.base.errors import UserError
+from nameorigin.base.formats import described
 
 
 class Choice(str, Enum):
@@ -270,7 +271,7 @@ class TableDataConfig(LoaderConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not str(self.path).strip():
-            raise UserError("data.path is missing: pass data.path=<a CSV, TSV or Parquet file of names>")
+            raise UserError(f"data.path is missing: pass data.path=<a table file of names: {described()}>")
         if not self.label_separator:
             raise UserError("data.label_separator is empty: pass the character between labels in a cell, e.g. ;")
         if self.share_columns is not None:

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from nameorigin.base.errors import UserError, exits_2_on_user_error
+from nameorigin.base.formats import described
 from nameorigin.cli.flags import TABLE_TOP_K, add_prediction_flags, options_from
 from nameorigin.serving.predict import (
     EXPORTED_SUFFIXES,
@@ -40,13 +41,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "'latest' for the newest run's model (its refit.ckpt, else its best.ckpt)")
     parser.add_argument("names", nargs="*", help="names to classify; if none and no --file, read standard input")
     parser.add_argument("--file", help="one name per line (UTF-8, blank lines skipped), or with --column a table "
-                        "with a header row: CSV, TSV or Parquet (.parquet/.pq)")
+                        f"with a header row: {described()}")
     parser.add_argument("--column", help="with --file: the table column holding the names; every row is written "
                         "back in order with prediction columns appended, each distinct name scored once")
     parser.add_argument("--delimiter", help="table delimiter (default: tab for .tsv/.tab files, else comma; "
                         "'tab' for a tab)")
     parser.add_argument("--out", help="write the table (with --column) to this file instead of standard output "
-                        "(as CSV): .csv, .tsv/.tab, .txt or .parquet/.pq; it appears only when complete")
+                        f"(as CSV), in the format its suffix names: {described()}; it appears only when complete")
     add_prediction_flags(parser)  # --top-k, --coverage, --explain, --no-abstain, ... (PredictOptions)
     parser.add_argument("--uncalibrated", action="store_true",
                         help="probabilities before temperature scaling (calibrated is the default)")

@@ -1,30 +1,45 @@
 """Table formats, chosen by a file's suffix as cells are chosen by name: each is a module of this package with a
-reader and a writer (nameorigin.base.formats.common.TableFormat), and one entry of FORMATS. A suffix no format
-claims reads as the first entry, delimited text."""
+reader and a writer (nameorigin.base.formats.common.TableFormat), and one line of FORMATS, which names its class.
+A suffix no format claims reads as the first entry, delimited text. A format's module is imported when a table is
+first opened, so a format's own libraries load only for its files."""
 
 from __future__ import annotations
 
+import functools
+import importlib
 from pathlib import Path
 
 from nameorigin.base.errors import UserError
 from nameorigin.base.formats.common import TableFormat
-from nameorigin.base.formats.delimited import Delimited
-from nameorigin.base.formats.parquet import Parquet
 
-FORMATS: list[type[TableFormat]] = [
-    Delimited,
-    Parquet,
+FORMATS = [
+    "nameorigin.base.formats.delimited:Delimited",
+    "nameorigin.base.formats.parquet:Parquet",
 ]
+
+
+@functools.cache
+def formats() -> tuple[type[TableFormat], ...]:
+    classes = []
+    for entry in FORMATS:
+        module, name = entry.split(":")
+        classes.append(getattr(importlib.import_module(module), name))
+    return tuple(classes)
 
 
 def format_of(path: str | Path) -> type[TableFormat]:
     """The format a file's suffix names (delimited text for any other suffix)."""
     suffix = Path(path).suffix.lower()
-    return next((fmt for fmt in FORMATS if suffix in fmt.suffixes), FORMATS[0])
+    return next((fmt for fmt in formats() if suffix in fmt.suffixes), formats()[0])
 
 
 def known_suffixes() -> tuple[str, ...]:
-    return tuple(suffix for fmt in FORMATS for suffix in fmt.suffixes)
+    return tuple(suffix for fmt in formats() for suffix in fmt.suffixes)
+
+
+def described() -> str:
+    """The formats as a user reads them: "delimited text (.csv/.txt/.tsv/.tab), Parquet (.parquet/.pq), ..."."""
+    return ", ".join(f"{fmt.name} ({'/'.join(fmt.suffixes)})" for fmt in formats())
 
 
 def output_format(path: str | Path, source: str | Path, setting: str = "--out") -> type[TableFormat]:
