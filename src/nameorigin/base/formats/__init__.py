@@ -15,6 +15,7 @@ from nameorigin.base.formats.common import TableFormat
 FORMATS = [
     "nameorigin.base.formats.delimited:Delimited",
     "nameorigin.base.formats.parquet:Parquet",
+    "nameorigin.base.formats.jsonl:JsonLines",
 ]
 
 
