@@ -14,7 +14,6 @@ from pathlib import Path
 import torch
 
 from nameorigin.analysis.evaluate import checkpoint_splits, evaluate
-from nameorigin.base.errors import UserError
 from nameorigin.data.batching import TRAINED_ON, is_refit
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
 from nameorigin.training.baseline import fit_hashed_baseline, fit_ngram_baseline
@@ -29,10 +28,6 @@ def compare_with_baseline(predictor: Predictor, root: str | Path, batch_size: in
     checkpoint's evaluate() result on root, when already computed). kind: "lr", TF-IDF + logistic regression
     with C chosen on validation; "sgd", the same n-grams hashed and fitted by SGD, for tables too large for the
     LR's grid."""
-    try:
-        import sklearn  # noqa: F401  (the optional [bench] extra)
-    except ImportError:
-        raise UserError("--baseline needs scikit-learn: pip install -e '.[bench]'") from None
     splits = checkpoint_splits(predictor, root)
     ours = ours or evaluate(predictor, root, batch_size)
     baseline = BASELINES[kind](splits, refit=is_refit(predictor.data_settings))

@@ -7,7 +7,6 @@ markers, and what each refusal of an unreadable file says.
 from __future__ import annotations
 
 import csv
-import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -17,7 +16,7 @@ from nameorigin.base.formats import format_of, known_suffixes, output_format
 from nameorigin.base.formats.common import Chunk, TableFormat
 from nameorigin.base.formats.delimited import Delimited, delimiter_for
 
-__all__ = ["TableReader", "TableWriter", "delimiter_for", "file_digest", "is_missing", "output_format"]
+__all__ = ["TableReader", "TableWriter", "delimiter_for", "is_missing", "output_format"]
 
 # What spreadsheets, pandas and databases write for an empty cell: a missing value, not a name or a label.
 MISSING_MARKERS = frozenset({"NaN", "nan", "NULL", "null", "N/A", "#N/A", "None", "<NA>"})
@@ -26,16 +25,6 @@ MISSING_MARKERS = frozenset({"NaN", "nan", "NULL", "null", "N/A", "#N/A", "None"
 def is_missing(cell: Any) -> bool:
     """A null, or a cell that spells a missing value ("NaN", "NULL", ...): no name, whatever it spells."""
     return cell is None or isinstance(cell, str) and cell in MISSING_MARKERS
-
-
-def file_digest(path: str | Path, extra: bytes = b"") -> str:
-    """sha256 of the file's bytes followed by `extra`, read in blocks: the project's one file digest."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    digest.update(extra)
-    return digest.hexdigest()
 
 
 def first_bad_line(path: Path) -> int:

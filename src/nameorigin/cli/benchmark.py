@@ -213,12 +213,9 @@ def bench_accuracy(args: argparse.Namespace, target: float = 0.85) -> dict:
     reached = next((e.wall_time - start for e in curve if e.value >= target), None)
     result = {"target": target, "seconds_to_target": reached, "best_val_acc": max(e.value for e in curve),
               "train_seconds": total}
-    try:
-        from nameorigin.training.baseline import ngram_baseline
+    from nameorigin.training.baseline import ngram_baseline
 
-        result["baseline"] = ngram_baseline(args.data)
-    except ImportError:
-        result["baseline"] = None
+    result["baseline"] = ngram_baseline(args.data)
     return result
 
 
@@ -264,8 +261,7 @@ def table(results: dict, args: argparse.Namespace) -> str:
         lines += ["", f"default training to {row['target']:.0%} val accuracy: {when} (best {row['best_val_acc']:.4f}, "
                   f"whole run {row['train_seconds']:.0f} s)"]
         base = row["baseline"]
-        lines.append("  char-n-gram logistic regression: needs `pip install .[bench]`" if base is None else
-                     f"  char-n-gram logistic regression (C={base['C']:g}, {base['seconds']:.0f} s): val "
+        lines.append(f"  char-n-gram logistic regression (C={base['C']:g}, {base['seconds']:.0f} s): val "
                      f"{base['val_acc']:.4f}, test {base['test_acc']:.4f}, macro-F1 {base['test_macro_f1']:.4f}")
     return "\n".join(lines)
 

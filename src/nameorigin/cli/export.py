@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from nameorigin.base.errors import exits_2_on_user_error
+from nameorigin.base.extras import missing_extra
 from nameorigin.serving.export import FORMATS, export_model, onnx_limitation
 from nameorigin.serving.predict import Predictor
 
@@ -41,8 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except ImportError as error:
-        print(f"error: the onnx format needs {error.name}: pip install -e '.[export]' or pass --formats pt2",
-              file=sys.stderr)
+        print(f"error: {missing_extra('the onnx format', 'export', error)}, or pass --formats pt2", file=sys.stderr)
         return 2
     print("wrote " + ", ".join(map(str, written)))
     return 0

@@ -12,7 +12,8 @@ import argparse
 import sys
 import time
 
-from nameorigin.base.errors import UserError, exits_2_on_user_error
+from nameorigin.base.errors import exits_2_on_user_error
+from nameorigin.base.extras import require_extra
 from nameorigin.cli.flags import TABLE_TOP_K, add_prediction_flags, options_from
 from nameorigin.serving.ray_data import RAY_BATCH_ROWS, score_dataset
 
@@ -48,10 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 @exits_2_on_user_error
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        import ray
-    except ImportError:
-        raise UserError("nameorigin-ray-score needs Ray Data: pip install 'nameorigin[ray]'") from None
+    ray = require_extra("ray", "ray", "nameorigin-ray-score")
+    require_extra("ray.data", "ray", "nameorigin-ray-score")
     ray.data.DataContext.get_current().enable_progress_bars = False  # the command prints its own one line
     started = not ray.is_initialized()  # called from a program already on a cluster: use it, leave it running
     if started:

@@ -14,7 +14,8 @@ import argparse
 import os
 import sys
 
-from nameorigin.base.errors import UserError, exits_2_on_user_error
+from nameorigin.base.errors import exits_2_on_user_error
+from nameorigin.base.extras import missing_extra
 from nameorigin.serving.predict import newest_checkpoint
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds
@@ -24,7 +25,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     try:
         from nameorigin.serving.server import BATCH_TIMEOUT, MAX_BATCH_SIZE, MAX_BODY_BYTES, MAX_NAMES, THREADS, WORKERS
     except ImportError as error:
-        raise UserError(f"nameorigin-serve needs {error.name}: pip install 'nameorigin[serve]'") from None
+        raise missing_extra("nameorigin-serve", "serve", error) from None
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="a .ckpt written by train.py, a .pt2/.onnx from nameorigin-export, or "
                         "'latest' for the newest run's model")

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from nameorigin.base.errors import UserError, exits_2_on_user_error
+from nameorigin.base.extras import require_extra
 
 LEVELS = ((1, 1), (8, 1), (32, 1), (64, 1), (1, 64), (8, 64), (32, 64), (64, 64))  # (concurrency, names a request)
 PROBE = ["Nakamura", "Virtanen", "Dovesky", "O'Brien", "Rossi"]
@@ -214,10 +215,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 @exits_2_on_user_error
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        import aiohttp  # noqa: F401
-    except ImportError:
-        raise UserError("nameorigin-serve-load needs aiohttp: pip install 'nameorigin[serve]'") from None
+    require_extra("aiohttp", "serve", "nameorigin-serve-load")
     if not Path(args.model).is_file():
         raise UserError(f"model {args.model} does not exist: pass a .ckpt, .pt2 or .onnx")
     from nameorigin.data.corpus import read_corpus, shipped_corpus

@@ -3,13 +3,13 @@ framework is imported here, so evaluation and serving-side analysis can rebuild 
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from nameorigin.base.digest import sha256_of
 from nameorigin.base.errors import UserError
 from nameorigin.base.textnorm import normalize_name, variant_key
 
@@ -55,12 +55,8 @@ def read_corpus(root: str | Path, normalize: str = "ascii") -> tuple[list[tuple[
     files = label_files(root)
     if not files:
         raise UserError(f"data.root={root} holds no <Language>.txt files: put the corpus there or fix data.root")
-    digest = hashlib.sha256()
-    pairs = set()
-    for path in files:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-        pairs.update((name, path.stem) for name in read_label_file(path, normalize))
-    return sorted(pairs), digest.hexdigest()
+    pairs = {(name, path.stem) for path in files for name in read_label_file(path, normalize)}
+    return sorted(pairs), sha256_of(path.name.encode() + b"\0" + path.read_bytes() + b"\0" for path in files)
 
 
 def split_by_name(

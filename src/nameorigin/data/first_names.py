@@ -22,8 +22,9 @@ from collections import Counter
 from pathlib import Path
 
 from nameorigin.base.atomic import write_atomically
+from nameorigin.base.digest import file_sha256
 from nameorigin.base.textnorm import MAX_NAME_LENGTH
-from nameorigin.data.surnames import NAME_PATTERN, fold, package_pickle, sha256
+from nameorigin.data.surnames import NAME_PATTERN, fold, package_pickle
 
 GENDERS = ("F", "M")
 
@@ -69,7 +70,7 @@ def convert_first_names(out: Path, source: Path | None = None) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(out, write_csv)
     record = {"source": "names-dataset 3.3.1 (Apache-2.0), v3/first_names.pkl.gz", "table": out.name,
-            "sha256": sha256(out), "columns": ["name", *GENDERS], "counts": dict(counts),
+            "sha256": file_sha256(out), "columns": ["name", *GENDERS], "counts": dict(counts),
             "decisions": __doc__.split("Decisions, ")[1].strip()}
     write_atomically(out.with_suffix(".json"), lambda p: p.write_text(json.dumps(record, indent=1)))
     return record

@@ -27,9 +27,9 @@ from collections import Counter
 from pathlib import Path
 
 from nameorigin.base.atomic import write_atomically
+from nameorigin.base.digest import file_sha256
 from nameorigin.base.errors import UserError
 from nameorigin.base.textnorm import MAX_NAME_LENGTH
-from nameorigin.data.surnames import sha256
 
 WHEEL = "name2nat-0.5.1-py3-none-any.whl"
 MEMBER = "name2nat/name2nats.pkl"
@@ -129,8 +129,8 @@ def convert_nana(wheel: Path, out: Path) -> dict:
             writer.writerows((name, SEPARATOR.join(kept[name])) for name in names)
 
     write_atomically(out, write_csv)
-    record = {"source": f"name2nat 0.5.1 (Apache-2.0), {MEMBER}", "wheel_sha256": sha256(wheel), "table": out.name,
-            "sha256": sha256(out), "columns": ["name", "nationality"], "label_separator": SEPARATOR,
+    record = {"source": f"name2nat 0.5.1 (Apache-2.0), {MEMBER}", "wheel_sha256": file_sha256(wheel), "table": out.name,
+            "sha256": file_sha256(out), "columns": ["name", "nationality"], "label_separator": SEPARATOR,
             "counts": dict(counts), "dropped_nationalities": rare, "nationalities": nationalities,
             "decisions": __doc__.split("Decisions, ")[1].strip()}
     write_atomically(out.with_suffix(".json"), lambda p: p.write_text(json.dumps(record, indent=1)))

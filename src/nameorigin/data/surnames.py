@@ -14,7 +14,6 @@ vocabulary has a space); names that fold to the same string are merged by averag
 from __future__ import annotations
 
 import gzip
-import hashlib
 import importlib.util
 import json
 import re
@@ -28,7 +27,9 @@ import numpy as np
 import torch
 
 from nameorigin.base.atomic import write_atomically
+from nameorigin.base.digest import file_sha256
 from nameorigin.base.errors import UserError
+from nameorigin.base.extras import missing_extra
 from nameorigin.base.textnorm import MAX_NAME_LENGTH, PAD, UNK
 from nameorigin.config import SurnamesDataConfig
 from nameorigin.data.batching import Batch, BucketedDataModule, EncodedRows
@@ -45,8 +46,7 @@ def package_pickle(file: str = "last_names.pkl.gz") -> Path:
     project opens."""
     spec = importlib.util.find_spec("names_dataset")
     if spec is None or not spec.submodule_search_locations:
-        raise UserError("the surnames corpus needs the names-dataset package: pip install -e '.[surnames]' "
-                        "(or run make pretrain)")
+        raise missing_extra("the surnames corpus", "surnames", "names_dataset")
     path = Path(next(iter(spec.submodule_search_locations))) / "v3" / file
     if not path.is_file():
         raise UserError(f"names-dataset is installed but {path} is missing: reinstall names-dataset==3.3.1")
@@ -111,16 +111,12 @@ def convert(cache: Path, source: Path | None = None) -> dict:
                      countries=np.array(countries))
 
     write_atomically(npz, write_npz)
-    record = {"source": "names-dataset 3.3.1 (Apache-2.0), v3/last_names.pkl.gz", "sha256": sha256(npz),
+    record = {"source": "names-dataset 3.3.1 (Apache-2.0), v3/last_names.pkl.gz", "sha256": file_sha256(npz),
             "counts": dict(counts), "countries": countries,
             "country_names": [country_name(code) for code in countries],
             "decisions": __doc__.split("Decisions, ")[1].strip()}
     write_atomically(cache / "last_names.json", lambda p: p.write_text(json.dumps(record, indent=1)))
     return record
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 class Surnames:
@@ -135,7 +131,7 @@ class Surnames:
                                 "experiment=surnames_pretrain once, which converts the names-dataset corpus")
             convert(cache)
         self.record = json.loads(meta_path.read_text())
-        if not npz.is_file() or sha256(npz) != self.record["sha256"]:
+        if not npz.is_file() or file_sha256(npz) != self.record["sha256"]:
             raise UserError(f"{setting}: {npz} is missing or does not match its sha256 in {meta_path.name}: "
                             "delete both files and run again to convert anew")
         with np.load(npz, allow_pickle=False) as arrays:

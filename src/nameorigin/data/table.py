@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from nameorigin.base.digest import file_sha256
 from nameorigin.base.errors import UserError
-from nameorigin.base.tables import TableReader, file_digest, is_missing
+from nameorigin.base.tables import TableReader, is_missing
 from nameorigin.base.textnorm import MAX_NAME_LENGTH, normalize_name
 from nameorigin.config import TableDataConfig
 from nameorigin.data.names import EncodedNames, NamesDataModule
@@ -93,7 +94,7 @@ def table_digest(path: Path, config: TableDataConfig) -> str:
     table's digest is what it was before that setting existed)."""
     settings = {key: value for key, value in column_settings(config, DIGESTED).items()
                 if value is not None and (key, value) != ("rows", "names")}
-    return file_digest(path, b"\0" + json.dumps(settings, sort_keys=True).encode())
+    return file_sha256(path, b"\0" + json.dumps(settings, sort_keys=True).encode())
 
 
 def shares_table(names: list[str], labels: list[str], amounts: np.ndarray, digest: str, counts: dict,

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from nameorigin.base.errors import UserError
+from nameorigin.base.extras import missing_extra
 from nameorigin.config import Impl
 from nameorigin.model.bptt import CellLoop
 from nameorigin.model.capture import StepCapture
@@ -103,8 +104,8 @@ def triton_loop(net: CharRNN, cell: RecurrentCell, tokens: torch.Tensor, lengths
                         "use trainer=gpu, or model.impl=bptt on the CPU")
     try:
         from nameorigin.model.triton_loop import TritonLoop
-    except ImportError:
-        raise UserError("model.impl=triton needs triton: pip install 'nameorigin[triton]'") from None
+    except ImportError as error:
+        raise missing_extra("model.impl=triton", "triton", error) from None
     gi, x = net.input_projection(tokens.t(), cell, record is not None)  # time-major; bias_hh goes to the kernel
     if record is not None:
         record.lengths, record.inputs = lengths.detach(), x.detach().transpose(0, 1)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from nameorigin.base.errors import UserError
+from nameorigin.base.extras import require_extra
 from nameorigin.serving.distinct import DistinctNames, score
 from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
 from nameorigin.serving.predict import Predictor
@@ -32,10 +33,7 @@ def predict_frame(frame: Any, column: str, predictor: Predictor | str, options: 
     per row by default.
     `markers`: a cell spelling a missing value ("NaN", "NULL", ...) gets the unusable-input answer, as the table
     command gives it; off by default, since pandas has already read such cells of a CSV as missing."""
-    try:
-        import pandas as pd
-    except ImportError:
-        raise UserError("predict_frame needs pandas: pip install 'nameorigin[frame]'") from None
+    pd = require_extra("pandas", "frame", "predict_frame")
     if not isinstance(frame, pd.DataFrame):
         raise UserError(f"predict_frame takes a pandas DataFrame, not {type(frame).__name__}")
     if column not in frame.columns:

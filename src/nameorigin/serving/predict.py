@@ -16,6 +16,7 @@ import torch
 
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
+from nameorigin.base.extras import missing_extra
 from nameorigin.base.textnorm import MAX_NAME_LENGTH, UNK, encode_names, normalize_name
 from nameorigin.model.artifacts import Calibration, ServingMeta
 from nameorigin.model.calibration import level_key, prediction_sets
@@ -99,7 +100,7 @@ class Predictor:
         try:
             net = ExportedNet(path)
         except ImportError as error:
-            raise UserError(f"reading {path.name} needs {error.name}: pip install -e '.[export]'") from None
+            raise missing_extra(f"reading {path.name}", "export", error) from None
         except Exception as error:  # a damaged or foreign file, whatever the runtime raises for it
             raise UserError(f"exported model {path} could not be read ({type(error).__name__}): "
                                "export it again") from None

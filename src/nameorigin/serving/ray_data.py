@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from nameorigin.base.errors import UserError
+from nameorigin.base.extras import require_extra
 from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.schema import table_columns
@@ -111,10 +112,8 @@ def score_dataset(model: str | Path, source: str, out: str, column: str, concurr
     `out` (in the input's row order unless `preserve_order` is False). The model, the options and the column are
     checked here first, so a mistake is one line before any actor starts. Runs on whatever cluster ray.init()
     joined (a local one when none is running)."""
-    try:
-        import ray
-    except ImportError:
-        raise UserError("scoring with Ray needs Ray Data: pip install 'nameorigin[ray]'") from None
+    ray = require_extra("ray", "ray", "scoring with Ray")
+    require_extra("ray.data", "ray", "scoring with Ray")
     options = options_of(options, settings, TABLE_OPTIONS)
     NameScorer(model, column, options)  # a bad model or option: one line here, not a dead actor's traceback
     scorer_args = {"model": Path(model).read_bytes() if ship_model else str(model), "column": column,

@@ -30,6 +30,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
+from nameorigin.base.digest import file_sha256
 from nameorigin.serving.options import PredictOptions, option_fields
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.prior import check_estimable
@@ -185,7 +186,7 @@ class ApiKeyOnPredict:
 
 def model_identity(path: str | Path, predictor: Predictor) -> dict[str, Any]:
     """What every answer says it came from: the label set, the file's SHA-256 and the package version."""
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    digest = file_sha256(path)
     try:
         version = metadata.version("nameorigin")
     except metadata.PackageNotFoundError:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from nameorigin.base.atomic import write_atomically
+from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.data.batching import is_refit
 from nameorigin.data.names import shipped_corpus
 from nameorigin.model.artifacts import Calibration
@@ -292,9 +293,7 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
 def write_model_card(output_dir: Path, checkpoint_path: str | Path, metrics: dict[str, Any],
                      picks: list | None = None, label_rows: list[dict] | None = None) -> Path:
     """Render the card from the checkpoint and the run's metrics; write MODEL_CARD.md and embed it."""
-    import torch
-
-    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+    checkpoint = load_checkpoint(checkpoint_path)
     manifest_path = Path(output_dir) / "split.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     text = render(checkpoint, metrics, manifest, reproduce_command(), picks, label_rows)

@@ -14,6 +14,7 @@ from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import Callback
 
 from nameorigin.base.atomic import write_atomically
+from nameorigin.base.checkpoint_io import load_checkpoint
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -31,7 +32,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 def update_checkpoint(path: str | Path, update: Callable[[dict[str, Any]], None]) -> None:
     """Load a checkpoint (weights-only), let `update` change it, and write it back atomically."""
     path = Path(path)
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    checkpoint = load_checkpoint(path)
     update(checkpoint)
     AtomicCheckpointIO().save_checkpoint(checkpoint, path)
 

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.model.ngram import ngram_ids
 from nameorigin.training.checkpointing import update_checkpoint
 from nameorigin.training.margin import has_pairs, logits_in_order
@@ -221,7 +222,7 @@ def mix_best(model: Any, datamodule: Any, path: str) -> dict[str, Any] | None:
         return None
     config, net = model.config, model.net
     part = fit_linear_part(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets))
-    model.cpu().load_state_dict(torch.load(path, map_location="cpu", weights_only=True)["state_dict"])
+    model.cpu().load_state_dict(load_checkpoint(path)["state_dict"])
     val = datamodule.datasets["val"]
     offset = net.logit_offset
     network_weight, accuracy = pick_mix(logits_in_order(net, val, decided=False) + offset,

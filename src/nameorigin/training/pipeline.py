@@ -297,7 +297,7 @@ def text_where_number(cfg: DictConfig) -> str | None:
 def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningDataModule, path: str,
                          settings: DictConfig, loggers: list) -> Calibration:
     """Fit the temperature and the conformal thresholds on validation and store them in the checkpoint."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = load_checkpoint(path)
     model.cpu().load_state_dict(state["state_dict"])
     model.net.temperature.fill_(1.0)
     logits, targets, shares = model.collect_logits(datamodule.whole_split_loader("val"))  # rank 0 alone: all of it

@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from pytorch_lightning.callbacks import Callback
 
 from nameorigin.base.errors import UserError
+from nameorigin.base.extras import require_extra
 from nameorigin.training.sizing import NGRAM_TABLE_LIMIT, Pick
 
 log = logging.getLogger(__name__)
@@ -159,10 +160,7 @@ def search(cfg: DictConfig, picks: list[Pick], train_candidate: Callable[[DictCo
     """Run the study; set the best candidate's settings in `cfg`. Returns the picks (the searched keys now say
     so) and every candidate. `train_candidate(cfg, callback)` trains one candidate with that callback; `given`:
     the keys set on the command line, which stay as given."""
-    try:
-        import optuna
-    except ImportError:
-        raise UserError("search.budget_minutes needs Optuna: pip install -e '.[sweep]'") from None
+    optuna = require_extra("optuna", "sweep", "search.budget_minutes")
 
     settings = cfg.search
     space = space_of(cfg, picks, labels, given)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import IO, Any, Protocol
 
-from nameorigin.base.errors import UserError
+from nameorigin.base.extras import require_extra
 
 
 class Chunk(Protocol):
@@ -112,10 +112,5 @@ def typed_value(kind: type, cell: str) -> Any:
 
 
 def pyarrow_modules(setting: str) -> tuple[Any, Any]:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise UserError(f"{setting} is Parquet, which needs pyarrow: pip install 'nameorigin[parquet]' (or save "
-                        "the table as CSV)") from None
-    return pa, pq
+    return require_extra("pyarrow", "parquet", f"{setting} (Parquet)"), \
+        require_extra("pyarrow.parquet", "parquet", f"{setting} (Parquet)")
