@@ -336,7 +336,7 @@ def test_one_field_added_to_the_schema_reaches_the_net_the_checkpoint_the_resume
     from nameorigin.config import HEAD, plain, shape_fields
     from nameorigin.training.card import render
     from nameorigin.training.module import NameClassifier
-    from nameorigin.training.pipeline import resolve_checkpoint
+    from nameorigin.training.resume import resolve_checkpoint
 
     Wider = dataclasses.make_dataclass("Wider", [("gate_scale", int, dataclasses.field(default=3, metadata=HEAD))],
                                        bases=(ModelConfig,))

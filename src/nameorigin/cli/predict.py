@@ -35,7 +35,7 @@ from nameorigin.serving.predict import (
 from nameorigin.serving.schema import OutputOptions, as_json, fields_for, text_lines
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint", help="a .ckpt written by train.py, a .pt2/.onnx from scripts/export.py, or "
                         "'latest' for the newest run's model (its refit.ckpt, else its best.ckpt)")
@@ -78,7 +78,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "Refused for a refit, which trained on those names")
     parser.add_argument("--card", action="store_true", help="print the model card stored in the run's model "
                         "(refit.ckpt, or best.ckpt in a run without a refit)")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_intermixed_args(argv)
+    check_args(parser, args)
+    return args
+
+
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """What the flags cannot say together (PredictOptions checks its own); the shipped corpus for a bare
+    --evaluate."""
     if args.composition and (args.evaluate is not None or args.card or args.out or args.explain
                              or args.coverage is not None or args.prior is not None):
         parser.error("--composition answers for the whole list: drop --evaluate, --card, --out, --explain, "
@@ -121,7 +133,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         # Reading a terminal would wait, silently, for names nobody meant to type.
         parser.error("no names to classify: pass them after the checkpoint, with --file, or on standard input "
                      "(< names.txt)")
-    return args
 
 
 def read_names(args: argparse.Namespace) -> list[str]:

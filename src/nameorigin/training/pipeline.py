@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -13,15 +12,12 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from hydra.errors import InstantiationException
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from nameorigin.base.atomic import write_atomically
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
-from nameorigin.config import ModelConfig, check_run, from_plain, shape_fields
-from nameorigin.data.batching import is_refit
+from nameorigin.config import ModelConfig, check_run
 from nameorigin.model.artifacts import Calibration
 from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate, held_out_reference
 from nameorigin.model.cells import check_cell
@@ -30,8 +26,10 @@ from nameorigin.training.abstention import fit_abstention
 from nameorigin.training.card import write_model_card
 from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
 from nameorigin.training.dashboard import log_calibration
+from nameorigin.training.instantiate import build, instantiate_all, instantiation_error
 from nameorigin.training.margin import has_pairs, margin_line, margin_metrics, measure_margin
 from nameorigin.training.module import NameClassifier
+from nameorigin.training.resume import resolve_checkpoint
 
 log = logging.getLogger(__name__)
 # What fitted every part of the calibration: names the answering model did not train on. The refit carries them.
@@ -52,69 +50,6 @@ logging.getLogger("pytorch_lightning.utilities.rank_zero").addFilter(NoAdverts()
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
 
 
-def build(cfg: DictConfig, group: str, **kwargs: Any) -> Any:
-    """Instantiate one config group; a constructor's refusal becomes a UserError naming the group."""
-    try:
-        return instantiate(cfg[group], **kwargs)
-    except InstantiationException as error:
-        raise instantiation_error(error, group) from None
-
-
-def instantiation_error(error: InstantiationException, group: str) -> Exception:
-    cause = error.__cause__
-    if isinstance(cause, UserError):
-        return cause
-    unknown = re.match(r"Error locating target '([^']*)'(?:.*\nfull_key: (\S+))?", str(error), re.DOTALL)
-    if unknown:  # a misspelled _target_: Hydra's own message is three lines and a hint about HYDRA_FULL_ERROR
-        target, key = unknown.groups()
-        return UserError(f"{key or group}._target_={target} cannot be imported: give the dotted path of an "
-                         "importable class, e.g. torch.optim.AdamW for an optimizer")
-    # MisconfigurationException: Lightning's refusals; ModuleNotFoundError: an accelerator or logger whose
-    # package is missing (trainer.accelerator=tpu needs torch_xla).
-    if isinstance(cause, ValueError | TypeError | MisconfigurationException | ModuleNotFoundError):
-        return UserError(f"{group}: {cause}")
-    return error
-
-
-def instantiate_all(group_cfg: DictConfig | None, group: str) -> list[Any]:
-    """Every entry of a group like callbacks/logger that has a _target_."""
-    objects = []
-    for key, entry in (group_cfg or {}).items():
-        if isinstance(entry, DictConfig) and "_target_" in entry:
-            objects.append(build(group_cfg, key))
-    return objects
-
-
-def find_last_checkpoint(log_dir: str | Path, exclude: str | Path | None = None) -> Path:
-    """The most recently written last.ckpt under log_dir (for ckpt_path=last)."""
-    skip = Path(exclude).resolve() if exclude else None
-    found = [p for p in Path(log_dir).glob("**/checkpoints/last.ckpt")
-             if skip is None or skip not in p.resolve().parents]
-    if not found:
-        raise UserError(f"ckpt_path=last but no last.ckpt under {log_dir}: train first or pass ckpt_path=<file>")
-    return max(found, key=lambda p: p.stat().st_mtime)
-
-
-def resolve_checkpoint(cfg: DictConfig, model: ModelConfig) -> tuple[str | None, dict]:
-    """The checkpoint to resume (path, its contents read weights-only), or (None, {}) for a fresh run."""
-    if cfg.get("ckpt_path") in (None, ""):
-        return None, {}
-    path = find_last_checkpoint(cfg.paths.log_dir, exclude=cfg.paths.output_dir) if cfg.ckpt_path == "last" \
-        else Path(cfg.ckpt_path)
-    checkpoint = load_checkpoint(path, setting="ckpt_path")
-    if is_refit(checkpoint.get("data")):  # finished, and it has seen the validation names
-        raise UserError(f"ckpt_path={path} is a refit model (trained on train + validation), not a training state: "
-                        "resume from the run's last.ckpt or ckpt_path=last")
-    # Read through the schema: a setting the checkpoint predates takes its default, as it had then.
-    trained_with = from_plain(type(model), checkpoint["hyper_parameters"]["config"])
-    wrong = [f"model.{key}={getattr(model, key)} (checkpoint: {getattr(trained_with, key)})"
-             for key in shape_fields(model) if getattr(trained_with, key) != getattr(model, key)]
-    if wrong:
-        raise UserError(f"ckpt_path={path} cannot resume this model: {', '.join(wrong)}; "
-                        "resume with the checkpoint's model settings")
-    return str(path), checkpoint
-
-
 def typed_settings(cfg: DictConfig) -> ModelConfig:
     """Every group with a schema turned into its dataclass, which checks its ranges and rules (__post_init__),
     and the rules across groups: all before anything is built or read. Returns the model's config."""
@@ -128,6 +63,36 @@ def typed_settings(cfg: DictConfig) -> ModelConfig:
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Train, then test the best checkpoint. Returns the final metrics (callback_metrics as floats)."""
+    datamodule, pretrained, picks, candidates = prepare(cfg)
+    model_config = typed_settings(cfg)
+    ckpt_path, resumed = resolve_checkpoint(cfg, model_config)
+    if pretrained is not None:
+        transfer.check_held_out(model_config.init_from, pretrained, datamodule)
+    if ckpt_path is not None:  # before the model is built from this corpus' vocabulary
+        datamodule.load_state_dict(resumed.get("data", {}))
+    model = build_model(cfg, model_config, datamodule, pretrained)
+    trainer, loggers = build_trainer(cfg, model, datamodule)
+    trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+    checkpoint = trainer.checkpoint_callback
+    best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
+    final = finish_model(cfg, trainer, model, datamodule, best, pretrained, loggers)
+    margin = None
+    if cfg.test:
+        trainer.test(model, datamodule=datamodule, ckpt_path=final, verbose=False)
+        metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
+        if final and cfg.margin.enabled and trainer.is_global_zero and has_pairs(datamodule):
+            margin = measure_margin(model, datamodule, final, loggers)
+            metrics.update(margin_metrics(margin))
+    metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
+    if trainer.is_global_zero:
+        write_outputs(cfg, model, final, metrics, picks, candidates, margin)
+    return metrics
+
+
+def prepare(cfg: DictConfig) -> tuple[pl.LightningDataModule, dict | None, list, list]:
+    """The data read and split, the pretrained checkpoint when fine-tuning, and the settings left to the data
+    filled (by the rule, or by the search on validation): datamodule, pretrained, picks, candidates."""
     model_config = typed_settings(cfg)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build(cfg, "data")
@@ -146,32 +111,32 @@ def train(cfg: DictConfig) -> dict[str, float]:
         picks, candidates = run_search(cfg, datamodule, picks, pretrained)
         pl.seed_everything(cfg.seed, workers=True, verbose=False)  # the run starts as its picked candidate did
     if picks:
-        model_config = typed_settings(cfg)
         datamodule.batch_size = cfg.data.batch_size
-    ckpt_path, resumed = resolve_checkpoint(cfg, model_config)
-    if pretrained is not None:
-        transfer.check_held_out(model_config.init_from, pretrained, datamodule)
-    if ckpt_path is not None:  # before the model is built from this corpus' vocabulary
-        datamodule.load_state_dict(resumed.get("data", {}))
-    model = build_model(cfg, model_config, datamodule, pretrained)
+    return datamodule, pretrained, picks, candidates
+
+
+def build_trainer(cfg: DictConfig, model: NameClassifier, datamodule: pl.LightningDataModule) -> tuple:
+    """The run's Trainer with its callbacks and loggers (returned too), the fast path when it applies, and the
+    split manifest written."""
     callbacks = instantiate_all(cfg.get("callbacks"), "callbacks")
     loggers = instantiate_all(cfg.get("logger"), "logger")
     trainer: pl.Trainer = build(cfg, "trainer", callbacks=[*callbacks, RNGState()], logger=loggers or False,
                                 plugins=[AtomicCheckpointIO()])
-    if graphed.enable(model_config.fast_path, trainer, model, datamodule):
+    if graphed.enable(model.config.fast_path, trainer, model, datamodule):
         device = trainer.strategy.root_device
         log.info("fast path: one-length batches, the training split on %s, the step %s (model.fast_path=off: the "
                  "dynamic step)", device, "captured as CUDA graphs" if device.type == "cuda" else "run eagerly")
     datamodule.check_held_out_sizes(trainer.world_size)
-    output_dir = Path(cfg.paths.output_dir)
     if trainer.is_global_zero:
-        manifest = datamodule.write_manifest(output_dir / "split.json")
+        manifest = datamodule.write_manifest(Path(cfg.paths.output_dir) / "split.json")
         log.info("split manifest: %s (sizes %s)", manifest, {k: len(v) for k, v in datamodule.splits.items()})
+    return trainer, loggers
 
-    trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
-    metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
-    checkpoint = trainer.checkpoint_callback
-    best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
+
+def finish_model(cfg: DictConfig, trainer: pl.Trainer, model: NameClassifier, datamodule: pl.LightningDataModule,
+                 best: str | None, pretrained: dict | None, loggers: list) -> str | None:
+    """best.ckpt's linear part mixed in and its calibration fitted, then the refit when asked: the path of the
+    model to test (refit.ckpt, else best.ckpt)."""
     mixture = None
     if best and trainer.is_global_zero:  # before calibration: the temperature is fitted on the model served
         mixture = linear_part.mix_best(model, datamodule, best)
@@ -182,30 +147,27 @@ def train(cfg: DictConfig) -> dict[str, float]:
         if trainer.is_global_zero:
             summary = calibrate_checkpoint(model, datamodule, best, settings, loggers)
         trainer.strategy.barrier()  # every rank tests the calibrated checkpoint
-    final = best
-    if best and cfg.refit.enabled:
-        if trainer.world_size > 1:
-            log.warning("refit skipped: it runs on one device; the model is best.ckpt, trained on train alone")
-        else:
-            final = refit_model(cfg, model_config, datamodule, pretrained, summary, loggers, mixture)
-    margin = None
-    if cfg.test:
-        trainer.test(model, datamodule=datamodule, ckpt_path=final, verbose=False)
-        metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
-        if final and cfg.margin.enabled and trainer.is_global_zero and has_pairs(datamodule):
-            margin = measure_margin(model, datamodule, final, loggers)
-            metrics.update(margin_metrics(margin))
-    metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
-    if final and candidates and trainer.is_global_zero:  # the card lists them
+    if not (best and cfg.refit.enabled):
+        return best
+    if trainer.world_size > 1:
+        log.warning("refit skipped: it runs on one device; the model is best.ckpt, trained on train alone")
+        return best
+    return refit_model(cfg, typed_settings(cfg), datamodule, pretrained, summary, loggers, mixture)
+
+
+def write_outputs(cfg: DictConfig, model: NameClassifier, final: str | None, metrics: dict, picks: list,
+                  candidates: list, margin: dict | None) -> None:
+    """What the run leaves beside its checkpoints: the search's candidates in the model, the per-label report, the
+    model card and the results block."""
+    output_dir = Path(cfg.paths.output_dir)
+    if final and candidates:  # the card lists them
         update_checkpoint(final, lambda checkpoint: checkpoint.__setitem__("search", search.plain(candidates)))
-    if trainer.is_global_zero:
-        if model.label_report is not None:  # the test split's per-label report, beside the card
-            write_atomically(output_dir / "label_report.json",
-                             lambda path: path.write_text(json.dumps(model.label_report, indent=1)))
-        if final and cfg.card.enabled:
-            write_model_card(output_dir, final, metrics, picks, model.label_report)
-        report(metrics, output_dir, margin)
-    return metrics
+    if model.label_report is not None:  # the test split's per-label report, beside the card
+        write_atomically(output_dir / "label_report.json",
+                         lambda path: path.write_text(json.dumps(model.label_report, indent=1)))
+    if final and cfg.card.enabled:
+        write_model_card(output_dir, final, metrics, picks, model.label_report)
+    report(metrics, output_dir, margin)
 
 
 def run_search(cfg: DictConfig, datamodule: pl.LightningDataModule, picks: list, pretrained: dict | None) -> tuple:

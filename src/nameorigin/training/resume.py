@@ -1,0 +1,43 @@
+"""Resuming a run: the checkpoint `ckpt_path` names (or the newest last.ckpt), checked against the model it would
+resume before anything is built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from nameorigin.base.checkpoint_io import load_checkpoint
+from nameorigin.base.errors import UserError
+from nameorigin.config import ModelConfig, from_plain, shape_fields
+from nameorigin.data.batching import is_refit
+
+
+def find_last_checkpoint(log_dir: str | Path, exclude: str | Path | None = None) -> Path:
+    """The most recently written last.ckpt under log_dir (for ckpt_path=last)."""
+    skip = Path(exclude).resolve() if exclude else None
+    found = [p for p in Path(log_dir).glob("**/checkpoints/last.ckpt")
+             if skip is None or skip not in p.resolve().parents]
+    if not found:
+        raise UserError(f"ckpt_path=last but no last.ckpt under {log_dir}: train first or pass ckpt_path=<file>")
+    return max(found, key=lambda p: p.stat().st_mtime)
+
+
+def resolve_checkpoint(cfg: DictConfig, model: ModelConfig) -> tuple[str | None, dict]:
+    """The checkpoint to resume (path, its contents read weights-only), or (None, {}) for a fresh run."""
+    if cfg.get("ckpt_path") in (None, ""):
+        return None, {}
+    path = find_last_checkpoint(cfg.paths.log_dir, exclude=cfg.paths.output_dir) if cfg.ckpt_path == "last" \
+        else Path(cfg.ckpt_path)
+    checkpoint = load_checkpoint(path, setting="ckpt_path")
+    if is_refit(checkpoint.get("data")):  # finished, and it has seen the validation names
+        raise UserError(f"ckpt_path={path} is a refit model (trained on train + validation), not a training state: "
+                        "resume from the run's last.ckpt or ckpt_path=last")
+    # Read through the schema: a setting the checkpoint predates takes its default, as it had then.
+    trained_with = from_plain(type(model), checkpoint["hyper_parameters"]["config"])
+    wrong = [f"model.{key}={getattr(model, key)} (checkpoint: {getattr(trained_with, key)})"
+             for key in shape_fields(model) if getattr(trained_with, key) != getattr(model, key)]
+    if wrong:
+        raise UserError(f"ckpt_path={path} cannot resume this model: {', '.join(wrong)}; "
+                        "resume with the checkpoint's model settings")
+    return str(path), checkpoint
