@@ -14,6 +14,7 @@ from conftest import TINY, run_dirs, train, write_confusable_corpus
 
 from nameorigin.analysis.composition import (
     Reference,
+    Resampling,
     estimate,
     frame_composition,
     linearized_em,
@@ -22,7 +23,7 @@ from nameorigin.analysis.composition import (
     stored_reference,
     table_composition,
 )
-from nameorigin.analysis.composition_check import composition_check
+from nameorigin.analysis.composition_check import Draws, composition_check
 from nameorigin.analysis.evaluate import checkpoint_splits
 from nameorigin.analysis.prior_check import named_mix
 from nameorigin.cli.predict import main as predict_main
@@ -35,7 +36,7 @@ def test_a_model_that_is_always_right_finds_the_mix_by_every_method():
     probs = torch.eye(3).repeat_interleave(torch.tensor([5, 3, 2]), dim=0)  # ten names, one-hot and right
     counts = torch.tensor([100] * 10)
     reference = Reference(torch.eye(3).repeat(4, 1), torch.arange(3).repeat(4))
-    found = estimate(probs, counts, torch.full((3,), 1 / 3), labels, reference, bootstraps=50)
+    found = estimate(probs, counts, torch.full((3,), 1 / 3), labels, reference, Resampling(bootstraps=50))
     for method in ("mean", "em", "adjusted"):
         assert found.estimates[method] == pytest.approx([0.5, 0.3, 0.2], abs=1e-4), method
         assert all(low <= share <= high for share, (low, high) in
@@ -133,7 +134,7 @@ def test_the_refit_and_best_ckpt_cover_alike_and_a_refit_refuses_its_own_validat
     for name in ("best.ckpt", "refit.ckpt"):
         predictor = Predictor.load(run / "checkpoints" / name)
         mixes = {spec: named_mix(spec, predictor) for spec in ("uniform", "dominated", "absent")}
-        found = composition_check(predictor, corpus, mixes, tables=40, size=300, bootstraps=100, abstain=False)
+        found = composition_check(predictor, corpus, mixes, Draws(tables=40, size=300), abstain=False)
         coverage[name] = np.mean([mix["adjusted"]["coverage"] for mix in found["mixes"].values()])
     assert coverage["best.ckpt"] >= 0.7 and abs(coverage["best.ckpt"] - coverage["refit.ckpt"]) <= 0.1, coverage
     with pytest.raises(SystemExit) as exit_info:

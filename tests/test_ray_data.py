@@ -16,7 +16,7 @@ from nameorigin.base.errors import UserError
 from nameorigin.cli.ray_score import main as ray_score_main
 from nameorigin.serving.frame import predict_frame
 from nameorigin.serving.predict import Predictor
-from nameorigin.serving.ray_data import NameScorer, score_dataset, user_error_of
+from nameorigin.serving.ray_data import ActorPool, NameScorer, score_dataset, user_error_of
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is not installed: pip install 'nameorigin[ray]'")
 
@@ -51,8 +51,8 @@ def test_ray_scores_every_row_as_predict_frame_does(cluster, checkpoint, people,
     """10,000 rows in batches of 3,000 over two actors, the model shipped through the object store: every row back
     in order, with predict_frame's columns and answers."""
     out = tmp_path / "scored"
-    score_dataset(checkpoint, str(people), str(out), "surname", concurrency=2, batch_rows=3_000, threads=1,
-                  ship_model=True, top_k=2, coverage=0.9)
+    score_dataset(checkpoint, str(people), str(out), "surname",
+                  ActorPool(concurrency=2, batch_rows=3_000, threads=1, ship_model=True), top_k=2, coverage=0.9)
     ours = pd.read_parquet(out)
     theirs = predict_frame(pd.read_parquet(people), "surname", Predictor.load(checkpoint), top_k=2, coverage=0.9,
                            markers=True)

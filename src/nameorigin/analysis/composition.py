@@ -118,13 +118,23 @@ def linearized_em(probs: torch.Tensor, trained: torch.Tensor, em: torch.Tensor, 
     return (replicas / replicas.sum(-1, keepdim=True)).float()
 
 
+@dataclass(frozen=True)
+class Resampling:
+    """How the intervals are drawn: their level, the bootstrap replicates, the seed."""
+
+    level: float = LEVEL
+    bootstraps: int = BOOTSTRAPS
+    seed: int = 0
+
+
 def estimate(probs: torch.Tensor, counts: torch.Tensor, trained: torch.Tensor, labels: list[str],
-             reference: Reference | None = None, level: float = LEVEL, bootstraps: int = BOOTSTRAPS,
-             seed: int = 0, abstained: int = 0, unusable: int = 0) -> Composition:
-    """The composition of rows whose distinct names have `probs` [n, labels] and row `counts` [n]."""
+             reference: Reference | None = None, resampling: Resampling = Resampling()) -> Composition:
+    """The composition of rows whose distinct names have `probs` [n, labels] and row `counts` [n] (the rows left
+    out are the caller's to count in)."""
     counts = counts.double()
     total = int(counts.sum())
-    result = Composition(labels, total, abstained, unusable, level=level,
+    level, bootstraps = resampling.level, resampling.bootstraps
+    result = Composition(labels, total, 0, 0, level=level,
                          reference=reference.measured_on if reference is not None else "")
     if total == 0:
         return result
@@ -135,7 +145,7 @@ def estimate(probs: torch.Tensor, counts: torch.Tensor, trained: torch.Tensor, l
     result.estimates = {"mean": mean.tolist(), "em": em.tolist()}
     if confusion is not None:
         result.estimates["adjusted"] = solve_mix(confusion, mean).tolist()
-    generator = np.random.default_rng(seed)
+    generator = np.random.default_rng(resampling.seed)
     # The Poisson bootstrap: each name's rows drawn again as Poisson(rows), a multinomial resampling of the rows
     # to within its total, one vectorized draw.
     draws = torch.from_numpy(generator.poisson(counts.numpy(), size=(bootstraps, len(counts)))).float()
@@ -186,7 +196,8 @@ def reference_from(predictor: Predictor, pairs: list[tuple[str, str]], abstain: 
 
 
 def composition_of(predictor: Predictor, names: list[str], counts: list[int] | np.ndarray,
-                   reference: Reference | None = None, abstain: bool = True, **options) -> Composition:
+                   reference: Reference | None = None, abstain: bool = True,
+                   resampling: Resampling = Resampling()) -> Composition:
     """The composition of rows given as distinct names with their row counts; `reference`: None leaves the
     adjusted method out."""
     counts = np.asarray(counts, dtype=np.int64)
@@ -194,9 +205,10 @@ def composition_of(predictor: Predictor, names: list[str], counts: list[int] | n
     left_out = abstained if abstain else np.zeros_like(abstained)
     keep = usable & ~left_out
     rows = torch.from_numpy(np.flatnonzero(keep))
-    return estimate(probs[rows], torch.from_numpy(counts[keep]), predictor.trained_prior, list(predictor.labels),
-                    reference, abstained=int(counts[usable & left_out].sum()),
-                    unusable=int(counts[~usable].sum()), **options)
+    found = estimate(probs[rows], torch.from_numpy(counts[keep]), predictor.trained_prior, list(predictor.labels),
+                     reference, resampling)
+    found.abstained, found.unusable = int(counts[usable & left_out].sum()), int(counts[~usable].sum())
+    return found
 
 
 def distinct_cells(cells: dict, normalize: str) -> tuple[list[str], np.ndarray, int]:

@@ -14,12 +14,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from nameorigin.analysis.composition import LEVEL, METHODS, answered, estimate, reference_from, stored_reference
+from nameorigin.analysis.composition import (
+    METHODS,
+    Resampling,
+    answered,
+    estimate,
+    reference_from,
+    stored_reference,
+)
 from nameorigin.analysis.evaluate import checkpoint_splits
 from nameorigin.analysis.prior_check import named_mix
 from nameorigin.base.errors import UserError, exits_2_on_user_error
@@ -27,11 +35,22 @@ from nameorigin.data.batching import is_refit
 from nameorigin.data.corpus import shipped_corpus
 from nameorigin.serving.predict import Predictor
 
+CHECK_RESAMPLING = Resampling(bootstraps=100)  # per table: 200 tables a mix make the coverage figure
 
-def composition_check(predictor: Predictor, root: str | Path, mixes: dict[str, torch.Tensor], tables: int = 200,
-                      size: int = 5000, bootstraps: int = 100, seed: int = 0, abstain: bool = True) -> dict:
+
+@dataclass(frozen=True)
+class Draws:
+    """The tables drawn per mix, and the names in each."""
+
+    tables: int = 200
+    size: int = 5000
+
+
+def composition_check(predictor: Predictor, root: str | Path, mixes: dict[str, torch.Tensor], draws: Draws = Draws(),
+                      resampling: Resampling = CHECK_RESAMPLING, abstain: bool = True) -> dict:
     """`abstain`: leave the names the rule turns away out of each table's estimate, as --composition does (the
     truth stays each table's whole mix)."""
+    tables, size, seed = draws.tables, draws.size, resampling.seed
     splits = checkpoint_splits(predictor, root)
     reference = stored_reference(predictor)
     if reference is None:
@@ -62,7 +81,7 @@ def composition_check(predictor: Predictor, root: str | Path, mixes: dict[str, t
             counts = np.bincount(rows, minlength=len(test))
             keep = np.flatnonzero((counts > 0) & kept)
             found = estimate(probs[torch.from_numpy(keep)], torch.from_numpy(counts[keep]), predictor.trained_prior,
-                             labels, reference, bootstraps=bootstraps, seed=seed * 100_003 + table)
+                             labels, reference, replace(resampling, seed=seed * 100_003 + table))
             for method in METHODS:
                 shares = np.array(found.estimates[method])
                 low, high = np.array(found.intervals[method]).T
@@ -72,7 +91,7 @@ def composition_check(predictor: Predictor, root: str | Path, mixes: dict[str, t
         results[mix_name] = {method: {"mae": float(np.mean(errors[method])),
                                       "coverage": float(np.mean(covered[method])),
                                       "mean_width": float(np.mean(widths[method]))} for method in METHODS}
-    return {"tables": tables, "size": size, "bootstraps": bootstraps, "level": LEVEL,
+    return {"tables": tables, "size": size, "bootstraps": resampling.bootstraps, "level": resampling.level,
             "reference_names": len(reference.targets), "reference": reference.measured_on, "mixes": results}
 
 
@@ -95,8 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--tables, --size and --bootstraps must be at least 1")
     predictor = Predictor.load(args.checkpoint)
     mixes = {Path(spec).stem: named_mix(spec, predictor) for spec in args.mix}
-    print(json.dumps(composition_check(predictor, args.corpus or shipped_corpus(), mixes, args.tables, args.size,
-                                       args.bootstraps, args.seed, not args.no_abstain), indent=1))
+    print(json.dumps(composition_check(predictor, args.corpus or shipped_corpus(), mixes, Draws(args.tables, args.size),
+                                       Resampling(bootstraps=args.bootstraps, seed=args.seed), not args.no_abstain),
+                     indent=1))
     return 0
 
 

@@ -15,7 +15,7 @@ import time
 from nameorigin.base.errors import exits_2_on_user_error
 from nameorigin.base.extras import require_extra
 from nameorigin.cli.flags import TABLE_TOP_K, add_prediction_flags, options_from
-from nameorigin.serving.ray_data import RAY_BATCH_ROWS, score_dataset
+from nameorigin.serving.ray_data import RAY_BATCH_ROWS, ActorPool, score_dataset
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -58,9 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                  log_to_driver=False, configure_logging=False)
     try:
         start = time.perf_counter()
-        score_dataset(args.model, args.source, args.out, args.column, concurrency=args.concurrency,
-                      batch_rows=args.batch_rows, threads=args.threads, ship_model=args.ship_model,
-                      options=options_from(args, TABLE_TOP_K))
+        pool = ActorPool(args.concurrency, args.batch_rows, args.threads, args.ship_model)
+        score_dataset(args.model, args.source, args.out, args.column, pool, options_from(args, TABLE_TOP_K))
         print(f"scored {args.source} into {args.out} in {time.perf_counter() - start:.1f} s "
               f"({args.concurrency} actors)")
     finally:

@@ -106,14 +106,15 @@ def measure_ray(spec: dict) -> dict:
     import pyarrow.parquet as pq
     import ray
 
-    from nameorigin.serving.ray_data import score_dataset
+    from nameorigin.serving.ray_data import ActorPool, score_dataset
 
     start = time.perf_counter()
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     started = time.perf_counter()
     shutil.rmtree(spec["out"], ignore_errors=True)
     try:
-        score_dataset(spec["checkpoint"], spec["source"], spec["out"], "surname", concurrency=spec["ray"], threads=1)
+        score_dataset(spec["checkpoint"], spec["source"], spec["out"], "surname",
+                      ActorPool(concurrency=spec["ray"], threads=1))
         seconds = time.perf_counter() - started
     finally:
         ray.shutdown()

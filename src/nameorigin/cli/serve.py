@@ -65,7 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 @exits_2_on_user_error
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from nameorigin.serving.server import API_KEY_ENV, build_server
+    from nameorigin.serving.server import API_KEY_ENV, ServerSettings, build_server
 
     model = str(newest_checkpoint(args.outputs)) if args.model == "latest" else args.model
     key = os.environ.get(API_KEY_ENV) or None
@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         guard = "POST /predict needs the API key" if key else f"no API key is set ({API_KEY_ENV})"
         print(f"warning: listening on {args.host}: every machine that can reach this one can query the model; "
               f"{guard}", file=sys.stderr)
-    server = build_server(model, args.max_names, int(args.max_body_mb * 2**20), args.max_batch_size,
-                          args.batch_timeout, args.workers, args.threads, key, args.timeout)
+    server = build_server(model, ServerSettings(args.max_names, int(args.max_body_mb * 2**20), args.max_batch_size,
+                                                args.batch_timeout, args.workers, args.threads, key, args.timeout))
     print(f"serving {model} on http://{'127.0.0.1' if args.host == '127.0.0.1' else args.host}:{args.port}/ "
           "(POST /predict, GET /health); Ctrl+C stops", file=sys.stderr, flush=True)
     server.run(host=args.host, port=args.port, generate_client_file=False, log_level=args.log_level)

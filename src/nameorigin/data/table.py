@@ -150,6 +150,17 @@ def read_people(config: TableDataConfig, reader: TableReader) -> Table:
     return Table(pairs, labels, table_digest(Path(config.path), config), dict(counts), shares, weights)
 
 
+def required_columns(config: TableDataConfig, reader: TableReader, shares_in: list[str] | None) -> list[str]:
+    """The columns a row is read from, in order (name, labels or shares, weight), each checked to exist."""
+    needed = [(f"data.name_column={config.name_column}", config.name_column)]
+    needed += [(f"data.share_columns={config.share_columns}: {c}", c) for c in shares_in] if shares_in else \
+        [(f"data.label_column={config.label_column}", config.label_column)]
+    needed += [(f"data.weight_column={config.weight_column}", config.weight_column)] if config.weight_column else []
+    for setting, column in needed:
+        reader.require(column, setting)
+    return [column for _, column in needed]
+
+
 def read_table(config: TableDataConfig) -> Table:
     """Every row read, checked and pooled; rows never shift (a skipped row is counted, never dropped silently)."""
     path = Path(config.path)
@@ -157,13 +168,7 @@ def read_table(config: TableDataConfig) -> Table:
     if config.rows == "people":
         return read_people(config, reader)
     shares_in = sorted(config.share_columns) if config.share_columns else None
-    wanted = [config.name_column, *(shares_in or [config.label_column]), *filter(None, [config.weight_column])]
-    needed = [(f"data.name_column={config.name_column}", config.name_column)]
-    needed += [(f"data.share_columns={config.share_columns}: {c}", c) for c in shares_in] if shares_in else \
-        [(f"data.label_column={config.label_column}", config.label_column)]
-    needed += [(f"data.weight_column={config.weight_column}", config.weight_column)] if config.weight_column else []
-    for setting, column in needed:
-        reader.require(column, setting)
+    wanted = required_columns(config, reader, shares_in)
     pair_weight: dict[tuple[str, str], float] = defaultdict(float)  # with a weight column: its rows' sum
     name_shares: dict[str, list[float]] = {}  # with share columns: each label's weighted share, over its rows
     pairs: set[tuple[str, str]] = set()

@@ -19,6 +19,7 @@ Ray is the optional [ray] extra, imported only by score_dataset; the rest of the
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -105,35 +106,48 @@ def user_error_of(error: BaseException) -> UserError | None:
     return None
 
 
-def score_dataset(model: str | Path, source: str, out: str, column: str, concurrency: int = 2,
-                  batch_rows: int = RAY_BATCH_ROWS, threads: int | None = None, ship_model: bool = False,
-                  preserve_order: bool = True, options: PredictOptions | None = None, **settings: Any) -> None:
+@dataclass(frozen=True)
+class ActorPool:
+    """How the scoring runs on the cluster: `concurrency` actors of `threads` torch threads each, `batch_rows`
+    rows a call, the model sent through the object store (`ship_model`) or read from a shared path, and the
+    input's row order kept or not."""
+
+    concurrency: int = 2
+    batch_rows: int = RAY_BATCH_ROWS
+    threads: int | None = None
+    ship_model: bool = False
+    preserve_order: bool = True
+
+
+def score_dataset(model: str | Path, source: str, out: str, column: str, pool: ActorPool = ActorPool(),
+                  options: PredictOptions | None = None, **settings: Any) -> None:
     """Read Parquet at `source` (a file, folder or object-store URI), score `column`, write Parquet files under
-    `out` (in the input's row order unless `preserve_order` is False). The model, the options and the column are
+    `out` (in the input's row order unless the pool says otherwise). The model, the options and the column are
     checked here first, so a mistake is one line before any actor starts. Runs on whatever cluster ray.init()
     joined (a local one when none is running)."""
     ray = require_extra("ray", "ray", "scoring with Ray")
     require_extra("ray.data", "ray", "scoring with Ray")
     options = options_of(options, settings, TABLE_OPTIONS)
     NameScorer(model, column, options)  # a bad model or option: one line here, not a dead actor's traceback
-    scorer_args = {"model": Path(model).read_bytes() if ship_model else str(model), "column": column,
-                   "threads": threads, "options": options}
+    scorer_args = {"model": Path(model).read_bytes() if pool.ship_model else str(model), "column": column,
+                   "threads": pool.threads, "options": options}
     columns = parquet_columns(source)
     if column not in columns:
         raise UserError(f"column {column!r} is not in {source}: choose one of {', '.join(map(repr, columns))}")
     cpus = ray.cluster_resources().get("CPU", 0)
-    if concurrency * (threads or 1) > cpus:  # the pool would wait for ever for CPUs the cluster does not have
-        raise UserError(f"{concurrency} actors of {threads or 1} threads need {concurrency * (threads or 1)} CPUs and "
-                        f"the cluster has {cpus:g}: ask for fewer actors or threads")
+    actors, threads = pool.concurrency, pool.threads or 1
+    if actors * threads > cpus:  # the pool would wait for ever for CPUs the cluster does not have
+        raise UserError(f"{actors} actors of {threads} threads need {actors * threads} CPUs and the cluster has "
+                        f"{cpus:g}: ask for fewer actors or threads")
     context = ray.data.DataContext.get_current()
-    context.execution_options.preserve_order = preserve_order
+    context.execution_options.preserve_order = pool.preserve_order
     # The first read path: its read tasks take the CPU count they are given, and it splits a large row group into
     # blocks the actors share. The newer one lists files in a task that always asks for a CPU.
     context.use_datasource_v2 = False
     dataset = ray.data.read_parquet(source, num_cpus=IO_CPUS)
     scored = dataset.map_batches(NameScorer, fn_constructor_kwargs=scorer_args, batch_format="pyarrow",
-                                 batch_size=batch_rows, num_cpus=threads or 1,
-                                 compute=ray.data.ActorPoolStrategy(size=concurrency))
+                                 batch_size=pool.batch_rows, num_cpus=pool.threads or 1,
+                                 compute=ray.data.ActorPoolStrategy(size=pool.concurrency))
     try:
         scored.write_parquet(out, ray_remote_args={"num_cpus": IO_CPUS})
     except Exception as error:

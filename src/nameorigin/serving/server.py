@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import json
 import typing
+from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -217,20 +218,34 @@ def page() -> str:
     return resources.files("nameorigin.serving").joinpath("page.html").read_text(encoding="utf-8")
 
 
-def build_server(model: str | Path, max_names: int = MAX_NAMES, max_body_bytes: int = MAX_BODY_BYTES,
-                 max_batch_size: int = MAX_BATCH_SIZE, batch_timeout: float = BATCH_TIMEOUT, workers: int = WORKERS,
-                 threads: int = THREADS, api_key: str | None = None, timeout: float = 30.0) -> ls.LitServer:
+@dataclass(frozen=True)
+class ServerSettings:
+    """How the server takes its load: the limits on a request, LitServe's batching, its model workers and their
+    threads, the API key (None: /predict is open) and the seconds a request may wait."""
+
+    max_names: int = MAX_NAMES
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_batch_size: int = MAX_BATCH_SIZE
+    batch_timeout: float = BATCH_TIMEOUT
+    workers: int = WORKERS
+    threads: int = THREADS
+    api_key: str | None = None
+    timeout: float = 30.0
+
+
+def build_server(model: str | Path, settings: ServerSettings = ServerSettings()) -> ls.LitServer:
     """A LitServer for `model` (a .ckpt, .pt2 or .onnx), not yet running. The model is read here once, so a bad
     path is a UserError before any worker starts; the worker process loads its own copy."""
     predictor = Predictor.load(model)
-    PredictRequest.checks = RequestChecks(predictor, max_names)
+    PredictRequest.checks = RequestChecks(predictor, settings.max_names)
     identity = model_identity(model, predictor)
-    middlewares = [(ApiKeyOnPredict, {"key": api_key})] if api_key else []
+    middlewares = [(ApiKeyOnPredict, {"key": settings.api_key})] if settings.api_key else []
     card = predictor.model_card or ""
     levels = sorted(float(level) for level in (predictor.calibration.conformal or {}))
-    server = ls.LitServer(NameAPI(str(model), identity, threads, max_batch_size, batch_timeout), accelerator="cpu",
-                          devices=1, workers_per_device=workers, timeout=timeout, max_payload_size=max_body_bytes,
-                          middlewares=middlewares, model_metadata={**identity, "card": card, "coverage_levels": levels})
+    api = NameAPI(str(model), identity, settings.threads, settings.max_batch_size, settings.batch_timeout)
+    server = ls.LitServer(api, accelerator="cpu", devices=1, workers_per_device=settings.workers,
+                          timeout=settings.timeout, max_payload_size=settings.max_body_bytes, middlewares=middlewares,
+                          model_metadata={**identity, "card": card, "coverage_levels": levels})
     app = server.app
     app.router.routes = [route for route in app.router.routes if getattr(route, "path", None) != "/"]
 

@@ -208,20 +208,25 @@ def search(cfg: DictConfig, picks: list[Pick], train_candidate: Callable[[DictCo
 
     study.optimize(objective, n_trials=int(settings.max_trials), timeout=budget, callbacks=[out_of_budget],
                    catch=(UserError,))
+    return take_best(cfg, picks, candidates, time.monotonic() - start, budget), candidates
+
+
+def take_best(cfg: DictConfig, picks: list[Pick], candidates: list[Candidate], seconds: float,
+              budget: float) -> list[Pick]:
+    """The best finished candidate's settings set in `cfg`, and the picks saying so (the rule's, when none
+    finished)."""
     complete = [c for c in candidates if c.state == "complete" and c.val_acc is not None]
-    seconds = time.monotonic() - start
     if not complete:
         log.warning("search: no candidate finished within %.0f s; the rule's settings stay", seconds)
-        return picks, candidates
+        return picks
     best = max(complete, key=lambda c: (c.val_acc, -c.number))
     apply(cfg, best.settings)
     why = (f"searched on validation: candidate {best.number} of {len(candidates)} ({len(complete)} finished) in "
            f"{seconds:.0f} s of a {budget:.0f} s budget, val acc {best.val_acc:.4f}")
-    searched = set(best.settings)
-    kept = [p for p in picks if p.key not in searched]
     log.info("search: picked candidate %d (val acc %.4f) in %.0f s of a %.0f s budget", best.number, best.val_acc,
              seconds, budget)
-    return kept + [Pick(key, value, why) for key, value in best.settings.items()], candidates
+    kept = [p for p in picks if p.key not in best.settings]
+    return kept + [Pick(key, value, why) for key, value in best.settings.items()]
 
 
 def plain(candidates: list[Candidate]) -> list[dict[str, Any]]:

@@ -1,0 +1,64 @@
+"""The code's shape, checked on the real package: no function over 60 lines or over 7 parameters (the Triton kernels
+and the hand-written BPTT autograd functions aside, whose signatures are the kernels' and autograd's), and one
+place for what the project does once: a SHA-256 of a file, reading a checkpoint, asking for an extra."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+PACKAGE = ROOT / "src" / "nameorigin"
+MAX_LINES, MAX_PARAMETERS = 60, 7
+# Their parameters are the kernel's or autograd's tensors, one each.
+EXEMPT_MODULES = {"model/triton_loop.py", "model/bptt.py"}
+EXEMPT_FUNCTIONS = {"bptt_forward", "bptt_backward"}
+
+
+def functions(path: Path) -> list[tuple[str, int, int]]:
+    """(name, lines, parameters less self/cls) of every function in a module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args
+            names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+            parameters = len(names) - (1 if names and names[0] in ("self", "cls") else 0)
+            found.append((node.name, node.end_lineno - node.lineno + 1, parameters))
+    return found
+
+
+def oversized(root: Path) -> list[str]:
+    too_big = []
+    for path in sorted(root.rglob("*.py")):
+        module = path.relative_to(root).as_posix()
+        if module in EXEMPT_MODULES:
+            continue
+        for name, lines, parameters in functions(path):
+            if name not in EXEMPT_FUNCTIONS and (lines > MAX_LINES or parameters > MAX_PARAMETERS):
+                too_big.append(f"{module}:{name} ({lines} lines, {parameters} parameters)")
+    return too_big
+
+
+def test_no_function_is_over_60_lines_or_7_parameters():
+    assert oversized(PACKAGE) == []
+
+
+def test_the_check_finds_a_function_too_long_or_too_wide(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(61))
+    (tmp_path / "long.py").write_text(f"def long():\n{body}\n", encoding="utf-8")
+    (tmp_path / "wide.py").write_text("def wide(self, a, b, c, d, e, f, g, h):\n    pass\n", encoding="utf-8")
+    assert oversized(tmp_path) == ["long.py:long (62 lines, 0 parameters)", "wide.py:wide (2 lines, 8 parameters)"]
+
+
+@pytest.mark.parametrize(("pattern", "home"), [
+    ("hashlib.sha256(", {"base/digest.py", "serving/server.py"}),  # the server's: an API key's, not a file's
+    ("torch.load(", {"base/checkpoint_io.py"}),
+    ("pip install", {"base/extras.py"}),
+])
+def test_what_is_done_once_is_written_once(pattern, home):
+    where = {path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")
+             if pattern in "\n".join(line for line in path.read_text(encoding="utf-8").splitlines()
+                                     if not line.lstrip().startswith(("#", '"', "'")) and "`" not in line)}
+    assert where == home
