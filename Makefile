@@ -41,9 +41,10 @@ test: install  ## the whole suite, as CI runs it; TEST_WORKERS=0: serial; PYTEST
 test-fast: install  ## the suite without the slow tests, the loop while working (PYTEST_ARGS adds flags)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow" $(PYTEST_ARGS)
 
-lint: install  ## ruff check . and the import contract (lint-imports: layers run one way)
+lint: install  ## ruff check ., the import contract (lint-imports: layers run one way), no repeated code in src/ (pylint)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/pylint --rcfile pyproject.toml --score n src/nameorigin
 
 bench: install  ## scripts/benchmark.py; ARGS adds flags (--data <folder of <Language>.txt files>)
 	$(BIN)/python scripts/benchmark.py $(ARGS)

@@ -62,3 +62,22 @@ def test_what_is_done_once_is_written_once(pattern, home):
              if pattern in "\n".join(line for line in path.read_text(encoding="utf-8").splitlines()
                                      if not line.lstrip().startswith(("#", '"', "'")) and "`" not in line)}
     assert where == home
+
+
+def duplicates(folder: Path) -> str:
+    """pylint's duplicate-code check (make lint's) on a folder, with the project's settings."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([str(Path(sys.executable).with_name("pylint")), "--rcfile", str(ROOT / "pyproject.toml"),
+                             "--score", "n", str(folder)], capture_output=True, text=True, timeout=300)
+    return result.stdout
+
+
+@pytest.mark.slow
+def test_make_lints_clone_check_finds_none_in_src_and_finds_a_planted_copy(tmp_path):
+    assert "R0801" not in duplicates(PACKAGE)
+    logic = "\n".join(f"    total = total * {i} + len(name)" for i in range(6))
+    for module in ("first", "second"):
+        (tmp_path / f"{module}.py").write_text(f"def {module}(name):\n    total = 0\n{logic}\n    return total\n")
+    assert "R0801" in duplicates(tmp_path)

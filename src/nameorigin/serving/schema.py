@@ -124,18 +124,9 @@ def column_kinds(options: OutputOptions) -> list[type]:
     return [str, float] * options.top_k + [field.kind for field in fields_for(options)]
 
 
-def typed_cell(kind: type, cell: str) -> Any:
-    """A table cell as its column's type: a number (None when empty), a flag, or the text itself."""
-    if kind is float:
-        return float(cell) if cell else None
-    if kind is bool:
-        return cell == "true"
-    return cell
-
-
 def typed_columns(predictions: list[Any], options: OutputOptions) -> list[list[Any]]:
     """table_columns' values for many answers, a list per column, each typed as column_kinds says: what
-    typed_cell makes of table_cells, without going through text (Parquet files and frames)."""
+    base.formats.common.typed_value makes of table_cells, without going through text (Parquet files and frames)."""
     columns: list[list[Any]] = []
     for rank in range(options.top_k):
         ranked = [p.predictions[rank] if rank < len(p.predictions) else ("", None) for p in predictions]
