@@ -46,8 +46,8 @@ lint: install  ## ruff check ., the import contract (lint-imports: layers run on
 	$(BIN)/lint-imports
 	$(BIN)/pylint --rcfile pyproject.toml --score n src/nameorigin
 
-bench: install  ## scripts/benchmark.py; ARGS adds flags (--data <folder of <Language>.txt files>)
-	$(BIN)/python scripts/benchmark.py $(ARGS)
+bench: install  ## benchmarks/benchmark.py; ARGS adds flags (--data <folder of <Language>.txt files>)
+	$(BIN)/python -m benchmarks.benchmark $(ARGS)
 
 # The newest of outputs/<date>/<time>/ (a run) and outputs/multirun/<date>/<time>/ (a sweep), by <date>/<time>.
 NEWEST_RUN = ls -d outputs/[0-9]*/*/ outputs/multirun/*/*/ 2>/dev/null \

@@ -55,8 +55,8 @@ for fast in on off; do  # the same settings, with and without the fast path
   step "pretrain_$fast" 120 $PY train.py experiment=surnames_pretrain $TRAINER trainer.max_epochs=2 \
     model.fast_path=$fast data.cache=data/surnames callbacks.progress_bar=null paths.log_dir=/tmp/runs/pretrain_$fast $PRETRAIN
 done
-step bench128 150 $PY scripts/benchmark.py --device "$DEVICE" --skip tutorial,accuracy $BATCHES
-step bench512 90 $PY scripts/benchmark.py --device "$DEVICE" --skip tutorial,accuracy,predict,logging --batch-size 512 $BATCHES
+step bench128 150 $PY -m benchmarks.benchmark --device "$DEVICE" --skip tutorial,accuracy $BATCHES
+step bench512 90 $PY -m benchmarks.benchmark --device "$DEVICE" --skip tutorial,accuracy,predict,logging --batch-size 512 $BATCHES
 step default_gpu 150 $PY train.py $TRAINER callbacks.progress_bar=null paths.log_dir=/tmp/runs/default $DEFAULT
 grep -H -E "test/acc |test/macro_f1|val/acc_best|max_residual|trained in|fast path" "$OUT"/pretrain_*.log "$OUT"/default_gpu.log \
   >> "$OUT/summary.txt" 2>/dev/null

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the measurement tools (benchmarks/) are run from the clone, not installed
+    sys.path.insert(0, str(ROOT))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -152,7 +152,7 @@ def test_a_table_gets_one_estimated_prior_for_all_its_rows(trained, tmp_path):
 
 
 def test_the_prior_check_draws_the_mix_asked_and_refuses_an_unknown_one(trained, tmp_path, capsys):
-    from nameorigin.analysis.prior_check import main
+    from benchmarks.prior_check import main
 
     run, corpus, _ = trained
     checkpoint = str(run / "checkpoints" / "refit.ckpt")

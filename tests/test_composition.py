@@ -12,6 +12,8 @@ import pytest
 import torch
 from conftest import TINY, run_dirs, train, write_confusable_corpus
 
+from benchmarks.composition_check import Draws, composition_check
+from benchmarks.prior_check import named_mix
 from nameorigin.analysis.composition import (
     Reference,
     Resampling,
@@ -23,9 +25,7 @@ from nameorigin.analysis.composition import (
     stored_reference,
     table_composition,
 )
-from nameorigin.analysis.composition_check import Draws, composition_check
 from nameorigin.analysis.evaluate import checkpoint_splits
-from nameorigin.analysis.prior_check import named_mix
 from nameorigin.cli.predict import main as predict_main
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.prior import estimate_prior

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from importlib import resources
 from pathlib import Path
 
@@ -54,16 +55,30 @@ def test_the_shipped_corpus_is_found_through_the_package_and_matches_its_checksu
     assert [p.name for p in label_files(shipped_corpus())] == sorted(sums)  # README, LICENSE, SHA256SUMS: no labels
 
 
+# The measurement tools: in benchmarks/ at the root, never in the wheel.
+TOOLS = {"benchmark", "reuse_demo", "table_scale", "score_scale", "serve_load", "composition_check", "prior_check",
+         "ood", "fast_path", "speed"}
+
+
 @pytest.mark.slow
-def test_a_non_editable_install_carries_the_corpus_and_the_console_commands(tmp_path):
-    """pip install . (not editable), then from outside the checkout: the corpus through importlib.resources,
-    and nameorigin-predict --help."""
-    source, target = tmp_path / "source", tmp_path / "site"  # a copy: pip builds in the tree it installs
-    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+def test_the_wheel_carries_the_corpus_and_the_commands_and_no_measurement_tool(tmp_path):
+    """pip wheel . on a copy of the clone, listed: no benchmark, load, scale or demo module; then the wheel
+    installed and used from outside the checkout: the corpus through importlib.resources, and
+    nameorigin-predict --help."""
+    source, target, dist = tmp_path / "source", tmp_path / "site", tmp_path / "dist"  # pip builds in its tree
+    for folder in ("src", "benchmarks", "scripts"):
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    install = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                              "--target", str(target), str(source)], capture_output=True, text=True, timeout=300)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                            "--wheel-dir", str(dist), str(source)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = dist.glob("nameorigin-*.whl")
+    listed = zipfile.ZipFile(wheel).namelist()
+    assert "nameorigin/serving/predict.py" in listed
+    assert [name for name in listed if name.startswith("benchmarks/") or Path(name).stem in TOOLS] == []
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                              str(wheel)], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr[-2000:]
     env = {**os.environ, "PYTHONPATH": str(target)}
     outside = tmp_path / "elsewhere"

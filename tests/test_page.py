@@ -18,7 +18,7 @@ pytest.importorskip("litserve", reason="the [serve] extra is not installed: pip 
 playwright = pytest.importorskip("playwright.sync_api", reason="the [browser] extra is not installed: pip install "
                                  "'nameorigin[browser]'")
 
-from nameorigin.cli.serve_load import free_port, start_server, stop_server  # noqa: E402
+from benchmarks.serve_load import free_port, start_server, stop_server  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # As root in a container, without a GPU, on a machine that reaches no network: no sandbox, and none of Chromium's

@@ -35,7 +35,7 @@ def test_default_training_on_the_real_corpus(real_corpus, real_run, tmp_path):
     assert events.Scalars("test/abstained")[-1].value <= 0.07
     # The prior of a population: the test names resampled at a known, different mix (English and Russian's shares
     # swapped); EM's estimate is closer to the drawn mix than the training prior is, and accuracy does not fall.
-    from nameorigin.analysis.prior_check import named_mix, prior_shift_check
+    from benchmarks.prior_check import named_mix, prior_shift_check
     from nameorigin.serving.predict import Predictor
 
     predictor = Predictor.load(run / "checkpoints" / "best.ckpt")

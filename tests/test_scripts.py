@@ -1,4 +1,4 @@
-"""scripts/reuse_demo.py and scripts/compare_runs.py as a user runs them."""
+"""benchmarks/reuse_demo.py, benchmarks/benchmark.py and scripts/compare_runs.py as a user runs them."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from conftest import ROOT, run_in_process, run_script
 
 SCRIPTS = ROOT / "scripts"
+BENCHMARKS = ROOT / "benchmarks"
 
 
 def numbers(text: str, label: str) -> list[float]:
@@ -16,7 +17,7 @@ def numbers(text: str, label: str) -> list[float]:
 
 
 def test_reuse_demo_answers_the_question(tmp_path):
-    result = run_in_process([str(SCRIPTS / "reuse_demo.py")], cwd=tmp_path)
+    result = run_in_process([str(BENCHMARKS / "reuse_demo.py")], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (autograd,) = numbers(result.stdout, "autograd: w.grad")
     (question,) = numbers(result.stdout, "the question's 4(w^2 x - y) w x")
@@ -35,21 +36,21 @@ def test_reuse_demo_answers_the_question(tmp_path):
     (["--language", "Irish"], "--name and --language need --checkpoint"),
 ])
 def test_reuse_demo_refuses_bad_flags(args, message, tmp_path):
-    result = run_in_process([str(SCRIPTS / "reuse_demo.py"), *args], cwd=tmp_path)
+    result = run_in_process([str(BENCHMARKS / "reuse_demo.py"), *args], cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr and not result.stdout
 
 
 @pytest.mark.slow
 def test_reuse_demo_with_more_uses_and_a_checkpoint(trained, tmp_path):
     checkpoint = trained[0] / "checkpoints" / "best.ckpt"
-    result = run_in_process([str(SCRIPTS / "reuse_demo.py"), "--uses", "3", "--checkpoint", str(checkpoint),
+    result = run_in_process([str(BENCHMARKS / "reuse_demo.py"), "--uses", "3", "--checkpoint", str(checkpoint),
                          "--name", "Kanemoto"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert len(numbers(result.stdout, "use ")) == 3
     assert len(re.findall(r"^\s+\d+\s+'\w'", result.stdout, flags=re.M)) == len("Kanemoto")
     residuals = [float(x) for x in re.findall(r"/ \|\.grad\| = ([\d.e+-]+)", result.stdout)]
     assert len(residuals) == 4 and max(residuals) < 1e-5
-    bad = run_in_process([str(SCRIPTS / "reuse_demo.py"), "--checkpoint", str(checkpoint), "--language", "Klingon"],
+    bad = run_in_process([str(BENCHMARKS / "reuse_demo.py"), "--checkpoint", str(checkpoint), "--language", "Klingon"],
                      cwd=tmp_path)
     assert bad.returncode == 2 and "Klingon" in bad.stderr and "Traceback" not in bad.stderr and not bad.stdout
 
@@ -94,7 +95,7 @@ def test_compare_runs_pools_each_labels_figures_over_runs(trained, tmp_path):
 
 @pytest.mark.slow
 def test_benchmark_runs_and_reports_ratios(tmp_path):
-    result = run_in_process([str(SCRIPTS / "benchmark.py"), "--cells", "gru", "--batches", "3", "--repeats", "1",
+    result = run_in_process([str(BENCHMARKS / "benchmark.py"), "--cells", "gru", "--batches", "3", "--repeats", "1",
                          "--hidden-size", "16", "--batch-size", "8", "--skip", "predict,accuracy", "--json"],
                         cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -110,7 +111,7 @@ def test_benchmark_runs_and_reports_ratios(tmp_path):
 @pytest.mark.slow
 def test_benchmark_predictor_part_serves_the_checkpoint_and_its_exports(tmp_path):
     """The Predictor part builds its model, times it, exports it and times the exported programs and the CLI."""
-    result = run_in_process([str(SCRIPTS / "benchmark.py"), "--hidden-size", "16", "--embedding-dim", "8",
+    result = run_in_process([str(BENCHMARKS / "benchmark.py"), "--hidden-size", "16", "--embedding-dim", "8",
                              "--ngram-buckets", "64", "--repeats", "1", "--predict-names", "500", "--skip",
                              "train,tutorial,logging,accuracy", "--json"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -121,13 +122,13 @@ def test_benchmark_predictor_part_serves_the_checkpoint_and_its_exports(tmp_path
 
 @pytest.mark.slow
 def test_benchmark_accuracy_part_with_a_relative_data_folder(tiny_corpus, tmp_path):
-    result = run_in_process([str(SCRIPTS / "benchmark.py"), "--data", "names", "--skip",
+    result = run_in_process([str(BENCHMARKS / "benchmark.py"), "--data", "names", "--skip",
                              "train,tutorial,logging,predict", "--json"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     accuracy = json.loads(result.stdout)["accuracy"]
     assert accuracy["best_val_acc"] > 0.5 and accuracy["train_seconds"] > 0
     assert accuracy["baseline"]["test_acc"] > 0.5
-    missing = run_in_process([str(SCRIPTS / "benchmark.py"), "--data", "nope"], cwd=tmp_path)
+    missing = run_in_process([str(BENCHMARKS / "benchmark.py"), "--data", "nope"], cwd=tmp_path)
     assert missing.returncode == 2 and "nope" in missing.stderr and "Traceback" not in missing.stderr
 
 
@@ -140,7 +141,7 @@ def test_benchmark_accuracy_part_with_a_relative_data_folder(tiny_corpus, tmp_pa
     (["--data", "."], "holds no <Language>.txt files"),  # tmp_path: an empty folder
 ])
 def test_benchmark_usage_errors_exit_2(tmp_path, flags, message):
-    result = run_in_process([str(SCRIPTS / "benchmark.py"), *flags], cwd=tmp_path)
+    result = run_in_process([str(BENCHMARKS / "benchmark.py"), *flags], cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
 

@@ -18,8 +18,8 @@ from nameorigin.cli.predict import main as predict_main
 
 pytest.importorskip("litserve", reason="the [serve] extra is not installed: pip install 'nameorigin[serve]'")
 
+from benchmarks.serve_load import free_port, start_server, stop_server  # noqa: E402
 from nameorigin.cli.serve import main as serve_main  # noqa: E402
-from nameorigin.cli.serve_load import free_port, start_server, stop_server  # noqa: E402
 from nameorigin.serving.export import export_model  # noqa: E402
 from nameorigin.serving.predict import Predictor  # noqa: E402
 

@@ -332,7 +332,7 @@ def test_the_people_table_draws_people_from_the_surnames_and_counts_them(tiny_su
     which the 20-million-row figure in the docs does)."""
     import pyarrow.parquet as pq
 
-    from nameorigin.cli.table_scale import PEOPLE, write_people
+    from benchmarks.table_scale import PEOPLE, write_people
     from nameorigin.config import TableDataConfig
     from nameorigin.data.table import read_table
 

@@ -4,8 +4,8 @@ p99 latency and names/s beside the in-process Predictor's names/s on the same na
 and check that each got a 4xx and that /health and a normal answer are unchanged after. The load generator runs
 on the same cores as the server, which it slows down.
 
-  nameorigin-serve-load outputs/<run>/checkpoints/refit.ckpt
-  nameorigin-serve-load model.onnx --requests 500 --hostile 2000 --json
+  python -m benchmarks.serve_load outputs/<run>/checkpoints/refit.ckpt
+  python -m benchmarks.serve_load model.onnx --requests 500 --hostile 2000 --json
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Out-of-distribution surnames, made at run time from names-dataset and never committed: last names whose top
 country (share >= min_share) speaks none of the model's labels, with every name of the training corpus (or a
-spelling variant of one) left out. The countries are in conf/ood/countries.yaml: `tune` picked the abstention
+spelling variant of one) left out. The countries are in benchmarks/ood_countries.yaml: `tune` picked the abstention
 score, `report` is what the figures are measured on.
 
-  python -m nameorigin.analysis.ood <run>/checkpoints/refit.ckpt     # abstention on test and on each group
+  python -m benchmarks.ood <run>/checkpoints/refit.ckpt     # abstention on test and on each group
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from nameorigin.base.textnorm import variant_key
 from nameorigin.data.names import read_corpus, shipped_corpus
 from nameorigin.serving.predict import Predictor
 
-COUNTRIES = Path(__file__).resolve().parents[3] / "conf" / "ood" / "countries.yaml"
+COUNTRIES = Path(__file__).with_name("ood_countries.yaml")
 
 
 def country_groups(path: Path = COUNTRIES) -> dict:

@@ -1,4 +1,4 @@
-"""The fast path's contenders for scripts/benchmark.py on CUDA: one-length batches (as the fast path's loader
+"""The fast path's contenders for benchmarks/benchmark.py on CUDA: one-length batches (as the fast path's loader
 serves them, nameorigin.training.graphed), each loop eager and captured as CUDA graphs, and torch's fused RNN on
 the same batches."""
 
@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nameorigin.analysis.speed import FusedClassifier, alternate, char_rnn, make_batches, train_run
+from benchmarks.speed import FusedClassifier, alternate, char_rnn, make_batches, train_run
 from nameorigin.model.cells import cell_spec
 
 

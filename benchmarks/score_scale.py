@@ -6,8 +6,8 @@ and check that grouping gives the reference's answers on a sample. With --ray N,
 through Ray Data on a local cluster of this machine's cores (N actors), and its output compared with the
 single-process Parquet output row by row. With --composition, `--composition` is timed on the Parquet table.
 
-  nameorigin-score-scale refit.ckpt                          # 10M rows, a 1M-row reference slice, 200k checked
-  nameorigin-score-scale refit.ckpt --rows 1000000 --slice 100000 --check 20000 --ray 2 --composition
+  python -m benchmarks.score_scale refit.ckpt                   # 10M rows, a 1M-row reference slice, 200k checked
+  python -m benchmarks.score_scale refit.ckpt --rows 1000000 --slice 100000 --check 20000 --ray 2 --composition
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         source, out, distinct = specs[contender]
         spec = {"checkpoint": args.checkpoint, "source": str(source), "out": str(out), "distinct": distinct,
                 "ray": args.ray if contender == "ray" else 0, "composition": contender == "composition"}
-        child = subprocess.run([sys.executable, "-m", "nameorigin.cli.score_scale", "--measure", json.dumps(spec)],
+        child = subprocess.run([sys.executable, "-m", "benchmarks.score_scale", "--measure", json.dumps(spec)],
                                capture_output=True, text=True)
         if child.returncode:
             print(child.stderr.strip().splitlines()[-1] if child.stderr.strip() else "failed", file=sys.stderr)

@@ -1,8 +1,8 @@
 """Does autograd handle one layer reused at every step? Yes: the gradient is the sum of one piece per use.
 
-  python scripts/reuse_demo.py                       # Linear(1,1) used twice on x=10, MSE against y=5
-  python scripts/reuse_demo.py --uses 3 --w 0.5
-  python scripts/reuse_demo.py --checkpoint best.ckpt --name Nakamura
+  python -m benchmarks.reuse_demo                       # Linear(1,1) used twice on x=10, MSE against y=5
+  python -m benchmarks.reuse_demo --uses 3 --w 0.5
+  python -m benchmarks.reuse_demo --checkpoint best.ckpt --name Nakamura
 """
 
 from __future__ import annotations

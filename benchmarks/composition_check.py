@@ -5,7 +5,7 @@ pair. The reference (the adjusted method's confusion matrix) is the one the chec
 as best.ckpt answers them, for best.ckpt and refit.ckpt alike (a checkpoint without one: its validation names,
 answered now, refused for a refit, which trained on them).
 
-  python -m nameorigin.analysis.composition_check <run>/checkpoints/refit.ckpt \\
+  python -m benchmarks.composition_check <run>/checkpoints/refit.ckpt \\
       --mix uniform swapped docs/priors/census_like.json docs/priors/east_asian.json docs/priors/european.json
 """
 
@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks.prior_check import named_mix
 from nameorigin.analysis.composition import (
     METHODS,
     Resampling,
@@ -29,7 +30,6 @@ from nameorigin.analysis.composition import (
     stored_reference,
 )
 from nameorigin.analysis.evaluate import checkpoint_splits
-from nameorigin.analysis.prior_check import named_mix
 from nameorigin.base.errors import UserError, exits_2_on_user_error
 from nameorigin.data.batching import is_refit
 from nameorigin.data.corpus import shipped_corpus

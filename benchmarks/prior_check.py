@@ -9,7 +9,7 @@ ceiling that serving can never reach: EM again, with the temperature fitted on t
 that is still far from the drawn mix, the error comes from how the model separates the labels, not from the
 temperature carried from validation.
 
-  python -m nameorigin.analysis.prior_check <run>/checkpoints/refit.ckpt --mix swapped
+  python -m benchmarks.prior_check <run>/checkpoints/refit.ckpt --mix swapped
 """
 
 from __future__ import annotations

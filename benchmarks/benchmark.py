@@ -3,8 +3,8 @@
 Everything is measured in this one process on the same batches, alternating the contenders, median of
 --repeats; the table prints ratios against fused torch.
 
-  python scripts/benchmark.py                               # synthetic names shaped like the corpus
-  python scripts/benchmark.py --data <folder>   # <Language>.txt files: time-to-85% and the n-gram baseline too
+  python -m benchmarks.benchmark                               # synthetic names shaped like the corpus
+  python -m benchmarks.benchmark --data <folder>   # <Language>.txt files: time-to-85% and the n-gram baseline too
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from nameorigin.analysis.fast_path import bench_fast_path
-from nameorigin.analysis.speed import FusedClassifier, TutorialRNN, alternate, char_rnn, make_batches, train_run
+from benchmarks.fast_path import bench_fast_path
+from benchmarks.speed import FusedClassifier, TutorialRNN, alternate, char_rnn, make_batches, train_run
 from nameorigin.base.errors import UserError, exits_2_on_user_error
 from nameorigin.config import Cell, ModelConfig, plain
 from nameorigin.model.cells import CELLS

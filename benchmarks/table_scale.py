@@ -2,9 +2,9 @@
 then, in a fresh process for each mode, read, split and encode it exactly as `data=table` does, and report rows/s
 for each phase and the process's peak RSS.
 
-  python scripts/table_scale.py --rows 1000000            # both modes: label column and share columns
-  python scripts/table_scale.py --rows 200000 --mode shares
-  python scripts/table_scale.py --rows 20000000 --mode people --out outputs/people.parquet   # data.rows=people
+  python -m benchmarks.table_scale --rows 1000000            # both modes: label column and share columns
+  python -m benchmarks.table_scale --rows 200000 --mode shares
+  python -m benchmarks.table_scale --rows 20000000 --mode people --out outputs/people.parquet   # data.rows=people
 
 The people table is a row per person: names-dataset surnames (the converted cache of `experiment=surnames_pretrain`,
 converted here if missing), each drawn with Zipf weights over a seeded random rank (the package keeps no rank
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'encode rows/s':>14} {'peak RSS':>9}")
     for mode in MODES if args.mode == "both" else [args.mode]:
         settings = {"path": str(path), **(PEOPLE if people else MODES[mode])}
-        child = subprocess.run([sys.executable, "-m", "nameorigin.cli.table_scale", "--measure",
+        child = subprocess.run([sys.executable, "-m", "benchmarks.table_scale", "--measure",
                                 json.dumps(settings)], capture_output=True, text=True)
         if child.returncode:
             print(child.stderr.strip().splitlines()[-1] if child.stderr.strip() else "failed", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""The contenders and the clock of scripts/benchmark.py: the length-bucketed batches it times, torch's fused RNNs
+"""The contenders and the clock of benchmarks/benchmark.py: the length-bucketed batches it times, torch's fused RNNs
 and the PyTorch tutorial's one-name-at-a-time model to compare the cell loop against, and round-robin timing.
 
 Kept apart from the script so that the script holds only what is measured and how it is reported."""
