@@ -178,7 +178,7 @@ def bench_predict(args: argparse.Namespace, names: list[str]) -> dict:
                 exported[path.suffix[1:]] = rate(Predictor.load(path))
         except ImportError:  # onnx is the optional [export] extra
             pass
-        script = [sys.executable, "-m", "nameorigin.cli.predict", str(checkpoint)]  # what nameorigin-predict runs
+        script = [sys.executable, "-m", "nameorigin", "predict", str(checkpoint)]  # what nameorigin predict runs
         colds = []
         for _ in range(3):
             start = time.perf_counter()
@@ -245,8 +245,8 @@ def table(results: dict, args: argparse.Namespace) -> str:
     if "predict" in results:
         row = results["predict"]
         lines += ["", f"Predictor on {row['names']} names: {row['names_per_s']:.0f} names/s; "
-                  f"cold start of scripts/predict.py for one name: {row['cold_start_s']:.2f} s",
-                  f"  scripts/predict.py --file (same names, one per line) --format csv: {row['script_file_s']:.1f} s "
+                  f"cold start of nameorigin predict for one name: {row['cold_start_s']:.2f} s",
+                  f"  nameorigin predict --file (same names, one per line) --format csv: {row['script_file_s']:.1f} s "
                   f"end to end, {row['names'] / row['script_file_s']:.0f} names/s including the process start",
                   f"  with explain=True (--explain), 20000 of them: {row['explain_names_per_s']:.0f} names/s, "
                   f"{row['explain_names_per_s'] / row['names_per_s']:.2f}x the plain Predictor"]

@@ -1,6 +1,6 @@
 """How fast a population table is scored: write a person-level table of N rows, surnames drawn from names-dataset
 by Zipf weights (exponent 1.1 over the names ordered by their best rank in any country), then, each in a fresh
-process, score it as `nameorigin-predict --file --column` does, Parquet in and out and CSV in and out, beside
+process, score it as `nameorigin predict --file --column` does, Parquet in and out and CSV in and out, beside
 scoring every row of its first rows on their own (the reference); report rows/s, distinct names and peak RSS,
 and check that grouping gives the reference's answers on a sample. With --ray N, the Parquet table is also scored
 through Ray Data on a local cluster of this machine's cores (N actors), and its output compared with the

@@ -1,4 +1,4 @@
-"""Load-test `nameorigin-serve` on this machine: start it on a free port of 127.0.0.1, send requests at
+"""Load-test `nameorigin serve` on this machine: start it on a free port of 127.0.0.1, send requests at
 concurrency 1, 8, 32 and 64 with 1 and 64 names each (bounded in requests and seconds per level), report p50 / p95 /
 p99 latency and names/s beside the in-process Predictor's names/s on the same names, then send hostile requests
 and check that each got a 4xx and that /health and a normal answer are unchanged after. The load generator runs
@@ -36,10 +36,10 @@ def free_port() -> int:
 
 
 def start_server(model: str, port: int, extra: list[str], env: dict | None = None) -> subprocess.Popen:
-    """`nameorigin-serve` in its own process group (the caller kills the group), ready on /health."""
+    """`nameorigin serve` in its own process group (the caller kills the group), ready on /health."""
     import urllib.request
 
-    server = subprocess.Popen([sys.executable, "-m", "nameorigin.cli.serve", model, "--port", str(port), *extra],
+    server = subprocess.Popen([sys.executable, "-m", "nameorigin", "serve", model, "--port", str(port), *extra],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
                               env=env)
     deadline = time.monotonic() + 120
@@ -203,7 +203,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--requests", type=int, default=2000, help="requests per level at most (default 2000)")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per level at most (default 10)")
     parser.add_argument("--hostile", type=int, default=10_000, help="hostile requests sent (default 10,000)")
-    parser.add_argument("--serve-args", default="", help="extra flags for nameorigin-serve, e.g. "
+    parser.add_argument("--serve-args", default="", help="extra flags for nameorigin serve, e.g. "
                         "'--batch-timeout 0.005 --max-batch-size 64'")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     args = parser.parse_args(argv)
@@ -215,7 +215,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 @exits_2_on_user_error
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    require_extra("aiohttp", "serve", "nameorigin-serve-load")
+    require_extra("aiohttp", "serve", "benchmarks.serve_load")
     if not Path(args.model).is_file():
         raise UserError(f"model {args.model} does not exist: pass a .ckpt, .pt2 or .onnx")
     from nameorigin.data.corpus import read_corpus, shipped_corpus

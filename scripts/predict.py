@@ -1,4 +1,4 @@
-"""`python scripts/predict.py` runs `nameorigin-predict` (nameorigin.cli.predict); see `--help`."""
+"""`python scripts/predict.py CKPT NAME...` is `nameorigin predict CKPT NAME...`; see `--help`."""
 
 import sys
 

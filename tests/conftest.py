@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+NAMEORIGIN = str(ROOT / "src" / "nameorigin" / "__main__.py")  # the `nameorigin` command, for run_in_process
 if str(ROOT) not in sys.path:  # the measurement tools (benchmarks/) are run from the clone, not installed
     sys.path.insert(0, str(ROOT))
 

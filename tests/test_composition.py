@@ -26,7 +26,7 @@ from nameorigin.analysis.composition import (
     table_composition,
 )
 from nameorigin.analysis.evaluate import checkpoint_splits
-from nameorigin.cli.predict import main as predict_main
+from nameorigin.cli.app import main as nameorigin
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.prior import estimate_prior
 
@@ -79,8 +79,8 @@ def test_the_command_reads_a_table_and_a_frame_gives_the_same(checkpoint, traine
     table = tmp_path / "people.csv"
     with table.open("w", newline="") as f:
         csv.writer(f).writerows([["surname"], *([name] for name in rows)])
-    assert predict_main([str(checkpoint), "--file", str(table), "--column", "surname", "--composition",
-                         "--reference", str(trained[1]), "--format", "json"]) == 0
+    assert nameorigin(["composition", str(checkpoint), "--file", str(table), "--column", "surname",
+                       "--reference", str(trained[1]), "--format", "json"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert set(found["estimates"]) == {"mean", "em", "adjusted"}
     assert found["rows"] + found["abstained"] + found["unusable"] == 503 and found["unusable"] >= 3
@@ -93,8 +93,8 @@ def test_the_command_reads_a_table_and_a_frame_gives_the_same(checkpoint, traine
     assert frame.estimates["em"] == pytest.approx(found["estimates"]["em"], abs=1e-6)
     assert "adjusted" in frame.estimates and "best.ckpt" in frame.reference  # the checkpoint's own reference
     assert frame.rows == found["rows"] and frame.unusable == found["unusable"]
-    assert predict_main([str(checkpoint), "--file", str(table), "--column", "surname", "--composition",
-                         "--reference", str(trained[1])]) == 0
+    assert nameorigin(["composition", str(checkpoint), "--file", str(table), "--column", "surname",
+                       "--reference", str(trained[1])]) == 0
     text = capsys.readouterr().out
     assert "rows counted; left out:" in text and "adjusted (90% interval)" in text
     direct = table_composition(Predictor.load(checkpoint), str(table), "surname")
@@ -104,9 +104,9 @@ def test_the_command_reads_a_table_and_a_frame_gives_the_same(checkpoint, traine
 
 def test_composition_refuses_per_name_options_in_one_line(checkpoint, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        predict_main([str(checkpoint), "Nakamura", "--composition", "--coverage", "0.9"])
+        nameorigin(["composition", str(checkpoint), "Nakamura", "--coverage", "0.9"])
     assert exit_info.value.code == 2
-    assert "--composition answers for the whole list" in capsys.readouterr().err
+    assert "No such option: --coverage" in capsys.readouterr().err  # a per-name option: not a composition flag
 
 
 def test_every_checkpoint_of_a_run_carries_best_ckpts_held_out_reference(trained):
@@ -138,9 +138,9 @@ def test_the_refit_and_best_ckpt_cover_alike_and_a_refit_refuses_its_own_validat
         coverage[name] = np.mean([mix["adjusted"]["coverage"] for mix in found["mixes"].values()])
     assert coverage["best.ckpt"] >= 0.7 and abs(coverage["best.ckpt"] - coverage["refit.ckpt"]) <= 0.1, coverage
     with pytest.raises(SystemExit) as exit_info:
-        predict_main([str(run / "checkpoints" / "refit.ckpt"), "Nakamura", "--composition", "--reference",
-                      str(corpus)])
+        nameorigin(["composition", str(run / "checkpoints" / "refit.ckpt"), "Nakamura", "--reference",
+                    str(corpus)])
     err = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and "drop --reference" in err
-    assert predict_main([str(run / "checkpoints" / "refit.ckpt"), "Nakamura", "Bellelli", "--composition"]) == 0
+    assert nameorigin(["composition", str(run / "checkpoints" / "refit.ckpt"), "Nakamura", "Bellelli"]) == 0
     assert "reference: " in capsys.readouterr().out

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, TINY, run_dirs, run_in_process, train, write_corpus
+from conftest import NAMEORIGIN, ROOT, TINY, run_dirs, run_in_process, train, write_corpus
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nameorigin.config import ModelConfig
@@ -59,7 +59,7 @@ def test_the_predictor_and_the_exports_agree_with_the_two_way_checkpoint(two_way
     reference = model.net(tokens, lengths).softmax(-1).detach()
     torch.testing.assert_close(ours.probabilities(encoded), reference, atol=1e-5, rtol=0)
     stem = tmp_path / "model"
-    result = run_in_process([ROOT / "scripts" / "export.py", checkpoint, "--out", stem], cwd=tmp_path)
+    result = run_in_process([NAMEORIGIN, "export", checkpoint, "--out", stem], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     for fmt in ("pt2", "onnx"):
         served = Predictor.load(stem.with_suffix(f".{fmt}"))

@@ -8,7 +8,7 @@ import json
 
 import pytest
 import torch
-from conftest import ENDINGS, ROOT, TINY, run_dirs, run_in_process, train, write_corpus
+from conftest import ENDINGS, NAMEORIGIN, ROOT, TINY, run_dirs, run_in_process, train, write_corpus
 
 from nameorigin.model.charrnn import batch_tokens
 from nameorigin.model.explain import explain_batch
@@ -108,8 +108,8 @@ def test_explain_in_text_json_and_tables_and_refused_with_an_export(trained, tmp
 @pytest.mark.slow
 def test_evaluate_explain_reports_the_residual_and_the_deletion_check(trained, tmp_path):
     run, corpus, _ = trained
-    result = run_in_process([str(ROOT / "scripts" / "predict.py"), str(run / "checkpoints" / "refit.ckpt"),
-                         "--evaluate", str(corpus), "--explain"], cwd=tmp_path)
+    result = run_in_process([NAMEORIGIN, "evaluate", str(run / "checkpoints" / "refit.ckpt"),
+                         str(corpus), "--explain"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     report = result.stdout.split("explanations of the ")[1]
     share = float(report.split(" of the mean |score|")[0].split("= ")[-1])

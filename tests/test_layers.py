@@ -64,7 +64,7 @@ TOOLS = {"benchmark", "reuse_demo", "table_scale", "score_scale", "serve_load", 
 def test_the_wheel_carries_the_corpus_and_the_commands_and_no_measurement_tool(tmp_path):
     """pip wheel . on a copy of the clone, listed: no benchmark, load, scale or demo module; then the wheel
     installed and used from outside the checkout: the corpus through importlib.resources, and
-    nameorigin-predict --help."""
+    nameorigin --help."""
     source, target, dist = tmp_path / "source", tmp_path / "site", tmp_path / "dist"  # pip builds in its tree
     for folder in ("src", "benchmarks", "scripts"):
         shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
@@ -89,9 +89,10 @@ def test_the_wheel_carries_the_corpus_and_the_commands_and_no_measurement_tool(t
     found = subprocess.run([sys.executable, "-c", probe], cwd=outside, env=env, capture_output=True, text=True)
     where, files = found.stdout.split()
     assert where.startswith(str(target)) and files == "18", found.stdout + found.stderr
-    helped = subprocess.run([str(target / "bin" / "nameorigin-predict"), "--help"], cwd=outside, env=env,
+    helped = subprocess.run([str(target / "bin" / "nameorigin"), "--help"], cwd=outside, env=env,
                             capture_output=True, text=True, timeout=120)
-    assert helped.returncode == 0 and "checkpoint" in helped.stdout, helped.stderr[-2000:]
+    assert helped.returncode == 0 and "predict" in helped.stdout, helped.stderr[-2000:]
+    assert sorted(p.name for p in (target / "bin").iterdir()) == ["nameorigin"]  # the one command
 
 
 def test_serving_imports_neither_hydra_nor_lightning():

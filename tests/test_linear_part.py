@@ -1,7 +1,7 @@
 """The model's linear part (nameorigin.training.linear_part) and every run's margin over the n-gram baseline
 (nameorigin.training.margin): the linear part alone is the regularized linear model scikit-learn fits, the mixture
 is one network of the same shape and never below either part on validation, and the margin reaches the results,
-the card, the checkpoint and --evaluate, or nothing when switched off."""
+the card, the checkpoint and nameorigin evaluate, or nothing when switched off."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_the_mix_is_never_below_either_part_and_prefers_the_network_on_a_tie():
 
 @pytest.mark.slow
 def test_a_run_mixes_its_parts_and_states_its_margin_everywhere(confusable, tmp_path, capsys):
-    from nameorigin.cli.predict import main as predict_main
+    from nameorigin.cli.app import main as nameorigin
 
     corpus, data = confusable
     result = train(tmp_path, f"data.root={corpus}", *TINY[:3], "trainer.max_epochs=4", *TINY[4:])
@@ -118,7 +118,7 @@ def test_a_run_mixes_its_parts_and_states_its_margin_everywhere(confusable, tmp_
     probs = served.probabilities([served.encode(name)[0] for name, _ in data.splits["val"]])
     truth = torch.tensor([data.labels.index(label) for _, label in data.splits["val"]])
     assert float((probs.argmax(1) == truth).double().mean()) == pytest.approx(acc["combined"], abs=1e-9)
-    # The margin: in the results block, the card, the checkpoint, and --evaluate.
+    # The margin: in the results block, the card, the checkpoint, and nameorigin evaluate.
     refit = torch.load(run / "checkpoints" / "refit.ckpt", weights_only=True)
     margin = refit["margin"]
     results = result.stdout[result.stdout.index("results:"):]
@@ -128,7 +128,7 @@ def test_a_run_mixes_its_parts_and_states_its_margin_everywhere(confusable, tmp_
     assert "margin           " in results and "95% paired interval" in results
     assert "Margin over the n-gram baseline" in refit["model_card"] and "Two parts" in refit["model_card"]
     assert refit["linear_part"]["network_weight"] == mixture["network_weight"]
-    assert predict_main([str(run / "checkpoints" / "refit.ckpt"), "--evaluate", str(corpus)]) == 0
+    assert nameorigin(["evaluate", str(run / "checkpoints" / "refit.ckpt"), str(corpus)]) == 0
     assert "margin measured when the run ended: " in capsys.readouterr().out
 
 

@@ -11,9 +11,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TINY, run_in_process, run_script, train_refused
+from conftest import NAMEORIGIN, TINY, run_in_process, run_script, train_refused
 
-from nameorigin.cli.nana_table import main
+from nameorigin.cli.app import main as nameorigin
 from nameorigin.data.nana import MEMBER, WHEEL
 
 STEMS = ("Nakamura", "Tanaka", "Suzuki", "Rossi", "Bianchi", "Esposito", "Muller", "Schmidt", "Dubois", "Moreau")
@@ -53,7 +53,7 @@ class RunsACommand:
 def test_converts_the_wheel_and_trains_on_it(tmp_path, capsys):
     wheel = write_wheel(tmp_path / WHEEL, pickle.dumps(small_name2nats(), protocol=3))
     out = tmp_path / "nana" / "nana.csv"
-    assert main(["--wheel", str(wheel), "--out", str(out)]) == 0
+    assert nameorigin(["nana-table", "--wheel", str(wheel), "--out", str(out)]) == 0
     assert f"wrote {out} (243 names, 4 nationalities)" in capsys.readouterr().out
     rows = list(csv.DictReader(out.open(encoding="utf-8")))
     cells = {row["name"]: row["nationality"] for row in rows}
@@ -81,7 +81,7 @@ def test_a_pickle_that_would_run_code_is_refused_and_nothing_runs(tmp_path, caps
     payload = pickle.dumps({"Anna Rossi": ["Italian"], "evil": RunsACommand(marker)}, protocol=3)
     out = tmp_path / "nana.csv"
     with pytest.raises(SystemExit) as exit_:
-        main(["--wheel", str(write_wheel(tmp_path / WHEEL, payload)), "--out", str(out)])
+        nameorigin(["nana-table", "--wheel", str(write_wheel(tmp_path / WHEEL, payload)), "--out", str(out)])
     error = capsys.readouterr().err
     assert exit_.value.code == 2 and error.count("\n") == 1
     assert "asks for posix.system" in error and "nothing in it was run" in error
@@ -89,8 +89,8 @@ def test_a_pickle_that_would_run_code_is_refused_and_nothing_runs(tmp_path, caps
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda d: d / "absent.whl", "does not exist: pass name2nat-0.5.1"),
-    (lambda d: d, "is a folder"),
+    (lambda d: d / "absent.whl", "absent.whl' does not exist"),
+    (lambda d: d, "is a directory"),
     (lambda d: (d / "x.whl").write_text("not a zip") and d / "x.whl", "is not a wheel (not a zip archive)"),
     (lambda d: write_wheel(d / "other.whl", b"", member="other/data.pkl"), "holds no name2nat/name2nats.pkl: it is"),
     (lambda d: write_wheel(d / WHEEL, pickle.dumps(["Anna Rossi", "Italian"])), "is not a dict of names to lists"),
@@ -101,7 +101,7 @@ def test_a_pickle_that_would_run_code_is_refused_and_nothing_runs(tmp_path, caps
 def test_a_missing_foreign_or_misshapen_wheel_is_refused_in_one_line(tmp_path, capsys, make, message):
     wheel = make(tmp_path)
     with pytest.raises(SystemExit) as exit_:
-        main(["--wheel", str(wheel), "--out", str(tmp_path / "out.csv")])
+        nameorigin(["nana-table", "--wheel", str(wheel), "--out", str(tmp_path / "out.csv")])
     error = capsys.readouterr().err
     assert exit_.value.code == 2 and message in error and error.count("\n") == 1, error
     assert not (tmp_path / "out.csv").exists()
@@ -111,16 +111,17 @@ def test_a_missing_foreign_or_misshapen_wheel_is_refused_in_one_line(tmp_path, c
 def test_fetch_without_an_index_and_usage_errors_are_one_line(tmp_path):
     """As a user sees it, a subprocess: pip with no index to reach fails at once, and says so in one line (the
     usage errors run in this process)."""
-    script = str(ROOT / "scripts" / "nana_table.py")
-    result = run_script([script, "--fetch", "--out", str(tmp_path / "n.csv")], cwd=tmp_path,
+    result = run_script(["-m", "nameorigin", "nana-table", "--fetch", "--out", str(tmp_path / "n.csv")], cwd=tmp_path,
                         env={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": ""})
     assert result.returncode == 2 and "pip could not download name2nat==0.5.1" in result.stderr
     assert result.stderr.count("\n") == 1 and not (tmp_path / "n.csv").exists()
-    result = run_in_process([script], cwd=tmp_path)
-    assert result.returncode == 2 and "one of the arguments --wheel --fetch is required" in result.stderr
-    result = run_in_process([script, "--wheel", "w.whl", "--out", str(tmp_path)], cwd=tmp_path)
-    assert result.returncode == 2 and result.stderr == f"error: --out {tmp_path} is a folder: pass the path of the " \
-        "CSV to write\n"
+    result = run_in_process([NAMEORIGIN, "nana-table"], cwd=tmp_path)
+    assert result.returncode == 2 and "pass --fetch to download it, or --wheel FILE" in result.stderr
+    wheel = tmp_path / "w.whl"
+    wheel.write_bytes(b"")
+    result = run_in_process([NAMEORIGIN, "nana-table", "--wheel", str(wheel), "--out", str(tmp_path)], cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.startswith("error: Invalid value for '--out'") and \
+        "is a directory" in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_the_card_names_labels_in_the_plural():

@@ -10,8 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from nameorigin.base.errors import UserError
-from nameorigin.cli.flags import options_from
-from nameorigin.cli.predict import parse_args
+from nameorigin.cli.app import main as nameorigin
 from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, option_fields, options_of
 
 
@@ -66,21 +65,29 @@ def test_the_servers_request_is_made_from_the_options():
         PredictRequest(names=["Nakamura"], prior="/etc/passwd")
 
 
-def test_the_commands_flags_are_made_from_the_options():
-    args = parse_args(["model.ckpt", "Nakamura", "--top-k", "2", "--coverage", "0.9", "--no-abstain",
-                       "--max-set-size", "3", "--batch-size", "64"])
-    assert options_from(args) == PredictOptions(top_k=2, coverage=0.9, abstain=False, max_set_size=3,
-                                                batch_size=64)
-    assert options_from(parse_args(["model.ckpt", "Nakamura"])) == PredictOptions()  # three labels for names
-    assert options_from(parse_args(["model.ckpt", "Nakamura"]), top_k=1) == TABLE_OPTIONS
+def test_the_commands_flags_are_made_from_the_options(monkeypatch):
+    """`nameorigin predict`'s flags come back as one PredictOptions (the command's code replaced by a probe that
+    keeps what it was given)."""
+    import nameorigin.cli.predict as command
+    from nameorigin.cli.app import predict_options
+
+    given = []
+    monkeypatch.setattr(command.Predictor, "load", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("probe")))
+    monkeypatch.setattr(command, "predict_options", lambda settings, top_k: given.append(
+        predict_options(settings, top_k)) or given[-1])
+    for args in (["--top-k", "2", "--coverage", "0.9", "--no-abstain", "--max-set-size", "3", "--batch-size", "64"],
+                 [], ["--file", "people.csv", "--column", "surname"]):
+        with pytest.raises(RuntimeError, match="probe"):
+            nameorigin(["predict", "model.ckpt", "Nakamura", *args])
+    assert given == [PredictOptions(top_k=2, coverage=0.9, abstain=False, max_set_size=3, batch_size=64),
+                     PredictOptions(), TABLE_OPTIONS]  # three labels for names, one for a table's rows
 
 
 def test_every_option_has_a_flag_with_its_help(capsys):
-    with pytest.raises(SystemExit):
-        parse_args(["--help"])
-    shown = "".join(capsys.readouterr().out.split())  # argparse wraps lines, at hyphens too
+    assert nameorigin(["predict", "--help"]) == 0
+    shown = "".join(capsys.readouterr().out.split())  # the help wraps lines, at hyphens too
     for field in option_fields():
-        flag = field.metadata["flag"] or "--" + field.name.replace("_", "-")
+        flag = "--no-abstain" if field.name == "abstain" else "--" + field.name.replace("_", "-")
         assert flag in shown and "".join(field.metadata["help"].split()) in shown
 
 

@@ -1,4 +1,4 @@
-"""The page served by nameorigin-serve, in a real browser: headless Chromium (Debian's, driven by Playwright) types
+"""The page served by nameorigin serve, in a real browser: headless Chromium (Debian's, driven by Playwright) types
 names, and the test reads back what a person sees on the rendered page, never the API. Every request the page
 makes must stay on the server's own 127.0.0.1 address.
 

@@ -1,4 +1,4 @@
-"""The paired comparison with the n-gram baseline: its statistics, and predict.py --evaluate --baseline on a real
+"""The paired comparison with the n-gram baseline: its statistics, and nameorigin evaluate --baseline on a real
 (tiny) checkpoint."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 import torch
-from conftest import ROOT, run_in_process
+from conftest import NAMEORIGIN, ROOT, run_in_process
 
 from nameorigin.analysis.evaluate import checkpoint_splits, evaluate
 from nameorigin.analysis.paired import compare_with_baseline
@@ -56,21 +56,21 @@ def test_predict_compares_the_checkpoint_with_the_baseline_name_by_name(trained)
     assert result["interval"][0] <= result["margin"] <= result["interval"][1]
     assert result["p"] == mcnemar_p(result["only_model"], result["only_baseline"])
 
-    shown = run_in_process([PREDICT, str(checkpoint), "--evaluate", str(corpus), "--baseline"], cwd=run)
+    shown = run_in_process([NAMEORIGIN, "evaluate", str(checkpoint), str(corpus), "--baseline", "lr"], cwd=run)
     assert shown.returncode == 0, shown.stderr[-2000:]
     margin = re.search(r"margin\s+([+-]\d+\.\d+) points", shown.stdout)
     assert margin and float(margin.group(1)) == pytest.approx(100 * result["margin"], abs=0.006)
     assert f"n-gram LR   accuracy {baseline['test_acc']:.4f}" in shown.stdout
     assert "refitted on train + validation, as the model was" in shown.stdout
-    best = run_in_process([PREDICT, str(run / "checkpoints" / "best.ckpt"), "--evaluate", str(corpus), "--baseline"],
-                      cwd=run)
+    best = run_in_process([NAMEORIGIN, "evaluate", str(run / "checkpoints" / "best.ckpt"), str(corpus),
+                           "--baseline", "lr"], cwd=run)
     assert best.returncode == 0 and "chosen on validation)" in best.stdout and "refitted" not in best.stdout
 
 
-def test_baseline_without_evaluate_is_a_usage_error(trained):
+def test_baseline_is_evaluates_not_predicts(trained):
     run, _, _ = trained
     result = run_in_process([PREDICT, str(run / "checkpoints" / "best.ckpt"), "--baseline"], cwd=run)
-    assert result.returncode == 2 and "--baseline compares on the test split" in result.stderr
+    assert result.returncode == 2 and "No such option: --baseline" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -96,7 +96,7 @@ def test_precision_at_k_sets_and_the_hashed_baseline_on_the_same_pairs(trained):
     assert result["setting"].startswith("alpha=") and result["trained_on"] == "train+val"
     assert result["baseline_precision_at"][1] == pytest.approx(result["baseline_acc"])
     assert result["margin"] == pytest.approx((result["only_model"] - result["only_baseline"]) / result["size"])
-    shown = run_in_process([PREDICT, str(checkpoint), "--evaluate", str(corpus), "--baseline", "sgd"], cwd=run)
+    shown = run_in_process([NAMEORIGIN, "evaluate", str(checkpoint), str(corpus), "--baseline", "sgd"], cwd=run)
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert f"precision@K  1: {at[1]:.4f}  2: {at[2]:.4f}" in shown.stdout and "90% sets  coverage" in shown.stdout
     assert f"n-gram SGD  accuracy {result['baseline_acc']:.4f}" in shown.stdout

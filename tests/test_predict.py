@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, run_in_process, run_script
+from conftest import NAMEORIGIN, ROOT, run_in_process, run_script
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nameorigin.analysis.evaluate import evaluate, format_report
@@ -120,22 +120,39 @@ def test_bad_checkpoints_exit_2_with_one_line(checkpoint, tmp_path, make, messag
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--top-k", "0", "Kanemoto"], "top_k 0 must be a whole number, at least 1"),
-    (["--batch-size", "0", "Kanemoto"], "batch_size 0 must be a whole number"),
+    (["--top-k", "0", "Kanemoto"], "Invalid value for '--top-k': Input should be greater than or equal to 1"),
+    (["--batch-size", "0", "Kanemoto"], "Invalid value for '--batch-size'"),
     (["--column", "surname"], "--column needs --file"),
     (["--delimiter", ";", "Kanemoto"], "--delimiter reads tables"),
-    (["--evaluate", "no-such-folder"], "--evaluate no-such-folder does not exist"),
     (["--file", "."], "--file . cannot be read (Is a directory)"),
     (["--file", ".", "--column", "surname"], "--file . is a folder: pass a table file with a header row"),
-    (["--evaluate", "."], ". holds no <Language>.txt files"),
-    (["--known-names", "data/surnames", "Kanemoto"], "--known-names splits the test-split scores"),
+    (["--known-names", "data/surnames", "Kanemoto"], "No such option: --known-names"),  # evaluate's
     (["--uncalibrated", "--coverage", "0.9", "Kanemoto"], "drop --uncalibrated"),
     (["--file", "people.csv", "--column", "surname", "--out", "."], "--out . is a folder"),
 ])
 def test_usage_errors_exit_2_without_a_traceback(checkpoint, tmp_path, flags, message):
     result = run_in_process([PREDICT, str(checkpoint), *flags], cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr, result.stderr
-    assert "Traceback" not in result.stderr and not result.stdout
+    assert "Traceback" not in result.stderr and not result.stdout and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["evaluate", "{ckpt}", "no-such-folder"], "'no-such-folder' does not exist"),
+    (["evaluate", "{ckpt}", "."], ". holds no <Language>.txt files"),
+    (["evaluate", "{ckpt}", "--baseline", "svm"], "'svm' is not one of 'lr', 'sgd'"),
+    (["evaluate", "{ckpt}", "--format", "json", "--baseline", "lr"], "--format json prints the test report alone"),
+    (["card"], "Missing argument 'checkpoint'"),
+    (["composition", "{ckpt}", "--column", "surname"], "--column needs --file"),
+    (["export", "{ckpt}", "--formats", "tflite"], "--formats 'tflite': choose from pt2, onnx"),
+    (["serve", "{ckpt}", "--port", "80"], "'--port'"),
+    (["nana-table"], "pass --fetch to download it, or --wheel FILE"),
+    (["compare-runs", "no-such-folder"], "'no-such-folder' does not exist"),
+    (["predicts"], "No such command 'predicts'"),
+])
+def test_every_subcommands_refusals_are_one_line_exit_2(checkpoint, tmp_path, args, message):
+    result = run_in_process([NAMEORIGIN, *(arg.format(ckpt=checkpoint) for arg in args)], cwd=tmp_path)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and not result.stdout and len(result.stderr.strip().splitlines()) == 1
 
 
 def hostile_names(count: int = 1200, seed: int = 0) -> list[str]:
@@ -178,7 +195,7 @@ def test_evaluate_reproduces_the_training_test_score(trained, checkpoint, tmp_pa
     events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0}).Reload()
     assert result["accuracy"] == pytest.approx(events.Scalars("test/acc")[-1].value, abs=1e-6)
     assert result["size"] == sum(map(sum, result["confusion"]))
-    report = run_in_process([PREDICT, str(checkpoint), "--evaluate", str(corpus)], cwd=run)
+    report = run_in_process([NAMEORIGIN, "evaluate", str(checkpoint), str(corpus)], cwd=run)
     assert report.returncode == 0 and "macro-F1" in report.stdout
     changed = shutil.copytree(corpus, tmp_path / "names")  # the corpus is shared with other tests: edit a copy
     (changed / "Irish.txt").write_text("Changed\n")
@@ -206,30 +223,28 @@ def test_export_agrees_with_the_checkpoint_to_1e_5(trained, checkpoint, exported
     assert refused.returncode == 2 and refused.stderr.strip().endswith("pass the .ckpt, not an exported program")
     # The sidecar carries the split settings and the card: the program is scored on its own held-out names.
     served_path, corpus = str(exported.with_suffix(f".{fmt}")), str(trained[1])
-    report = run_in_process([PREDICT, served_path, "--evaluate", corpus], cwd=tmp_path)
+    report = run_in_process([NAMEORIGIN, "evaluate", served_path, corpus], cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     expected = format_report(evaluate(ours, corpus))
     assert report.stdout.splitlines()[:3] == expected.splitlines()[:3]  # split size, accuracy, macro-F1
-    card = run_in_process([PREDICT, served_path, "--card"], cwd=tmp_path)
+    card = run_in_process([NAMEORIGIN, "card", served_path], cwd=tmp_path)
     assert card.returncode == 0 and card.stdout == torch.load(checkpoint, weights_only=True)["model_card"]
 
 
 @pytest.fixture(scope="module")
 def exported(checkpoint, tmp_path_factory) -> Path:
     stem = tmp_path_factory.mktemp("export") / "model"
-    result = run_script([str(ROOT / "scripts" / "export.py"), str(checkpoint), "--out", str(stem)], cwd=stem.parent)
+    result = run_script(["-m", "nameorigin", "export", str(checkpoint), "--out", str(stem)], cwd=stem.parent)
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip() == "", result.stderr  # no warnings reach the user
     assert {p.name for p in stem.parent.iterdir()} == {"model.pt2", "model.onnx", "model.json"}  # no temp files
     return stem
 
 
-def test_evaluate_without_a_folder_takes_the_baseline_and_the_shipped_corpus():
-    from nameorigin.cli.predict import parse_args
+def test_evaluate_without_a_folder_reads_the_shipped_corpus(checkpoint, tmp_path):
     from nameorigin.data.names import shipped_corpus
 
-    args = parse_args(["best.ckpt", "--evaluate", "--baseline"])
-    assert (args.evaluate, args.baseline) == (str(shipped_corpus()), "lr")
-    with pytest.raises(SystemExit) as refused:
-        parse_args(["best.ckpt", "--baseline"])
-    assert refused.value.code == 2
+    # The tiny run trained on a corpus of its own: the shipped one is named in the refusal.
+    result = run_in_process([NAMEORIGIN, "evaluate", str(checkpoint)], cwd=tmp_path)
+    assert result.returncode == 2 and f"{shipped_corpus()} is not the corpus this checkpoint was trained on" in \
+        result.stderr, result.stderr

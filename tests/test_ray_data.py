@@ -13,7 +13,7 @@ import pytest
 from test_big_tables import zipf_people
 
 from nameorigin.base.errors import UserError
-from nameorigin.cli.ray_score import main as ray_score_main
+from nameorigin.cli.app import main as nameorigin
 from nameorigin.serving.frame import predict_frame
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.ray_data import ActorPool, NameScorer, score_dataset, user_error_of
@@ -72,7 +72,7 @@ def test_a_bad_job_is_one_line_and_exit_2(cluster, checkpoint, people, tmp_path,
     column = "given_name" if problem == "missing column" else "surname"
     extra = {"unstored coverage": ["--coverage", "0.42"], "too many actors": ["--concurrency", "3"]}.get(problem, [])
     with pytest.raises(SystemExit) as exit_info:
-        ray_score_main([model, str(people), str(tmp_path / "out"), "--column", column, *extra])
+        nameorigin(["ray-score", model, str(people), str(tmp_path / "out"), "--column", column, *extra])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("error: "), err

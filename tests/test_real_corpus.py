@@ -10,7 +10,7 @@ import json
 import os
 
 import pytest
-from conftest import ROOT, run_dirs, run_in_process, train
+from conftest import NAMEORIGIN, run_dirs, run_in_process, train
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 
@@ -42,7 +42,7 @@ def test_default_training_on_the_real_corpus(real_corpus, real_run, tmp_path):
     shifted = prior_shift_check(predictor, real_corpus, named_mix("swapped", predictor))
     assert shifted["total_variation"] < 0.5 * shifted["total_variation_of_the_trained_prior"], shifted
     assert shifted["accuracy_after"] >= shifted["accuracy_before"] - 0.005, shifted
-    # Every language accounted for: its row, with intervals, in label_report.json, the card and --evaluate's JSON.
+    # Every language accounted for: its row, with intervals, in label_report.json, the card and the evaluate JSON.
     rows = json.loads((run / "label_report.json").read_text())
     assert [row["label"] for row in rows] == predictor.labels and len(rows) == 18
     assert sum(row["test_names"] for row in rows) == len(json.loads((run / "split.json").read_text())["splits"]["test"])
@@ -53,8 +53,8 @@ def test_default_training_on_the_real_corpus(real_corpus, real_run, tmp_path):
     card = (run / "MODEL_CARD.md").read_text()
     assert "Weakest language by recall: " in card and all(f"| {row['label']} | {row['test_names']} | " in card
                                                           for row in rows), card
-    evaluated = run_in_process([str(ROOT / "scripts" / "predict.py"), str(run / "checkpoints" / "best.ckpt"),
-                                "--evaluate", *[c.split("=", 1)[1] for c in chosen], "--format", "json"], tmp_path)
+    evaluated = run_in_process([NAMEORIGIN, "evaluate", str(run / "checkpoints" / "best.ckpt"),
+                                *[c.split("=", 1)[1] for c in chosen], "--format", "json"], tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     by_label = {row["label"]: row for row in json.loads(evaluated.stdout)["per_label"]}
     for row in rows:

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from conftest import ROOT, run_in_process, run_script
+from conftest import NAMEORIGIN, ROOT, run_in_process, run_script
 
 SCRIPTS = ROOT / "scripts"
 BENCHMARKS = ROOT / "benchmarks"
@@ -57,13 +57,13 @@ def test_reuse_demo_with_more_uses_and_a_checkpoint(trained, tmp_path):
 
 def test_compare_runs_lists_runs_best_first(trained, tmp_path):
     run = trained[0]
-    result = run_in_process([str(SCRIPTS / "compare_runs.py"), str(run.parent.parent)], cwd=tmp_path)
+    result = run_in_process([NAMEORIGIN, "compare-runs", str(run.parent.parent)], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert str(run) in result.stdout and "val_acc_best" in result.stdout
-    missing = run_in_process([str(SCRIPTS / "compare_runs.py"), str(tmp_path / "nope")], cwd=tmp_path)
+    missing = run_in_process([NAMEORIGIN, "compare-runs", str(tmp_path / "nope")], cwd=tmp_path)
     assert missing.returncode == 2
     (tmp_path / "empty").mkdir()
-    empty = run_in_process([str(SCRIPTS / "compare_runs.py"), str(tmp_path / "empty")], cwd=tmp_path)
+    empty = run_in_process([NAMEORIGIN, "compare-runs", str(tmp_path / "empty")], cwd=tmp_path)
     assert empty.returncode == 2 and "no run folders" in empty.stderr and not empty.stdout
 
 
@@ -75,8 +75,8 @@ def test_compare_runs_pools_each_labels_figures_over_runs(trained, tmp_path):
     rows = json.loads((run / "label_report.json").read_text())
     for copy in ("a", "b"):
         shutil.copytree(run, tmp_path / "sweep" / copy)
-    once = run_in_process([str(SCRIPTS / "compare_runs.py"), str(run.parent.parent), "--labels"], cwd=tmp_path)
-    twice = run_in_process([str(SCRIPTS / "compare_runs.py"), str(tmp_path / "sweep"), "--labels"], cwd=tmp_path)
+    once = run_in_process([NAMEORIGIN, "compare-runs", str(run.parent.parent), "--labels"], cwd=tmp_path)
+    twice = run_in_process([NAMEORIGIN, "compare-runs", str(tmp_path / "sweep"), "--labels"], cwd=tmp_path)
     assert once.returncode == 0 and twice.returncode == 0, once.stderr + twice.stderr
     for row in rows:
         (line_once,) = [line for line in once.stdout.splitlines() if line.startswith(row["label"][:13])]
@@ -89,7 +89,7 @@ def test_compare_runs_pools_each_labels_figures_over_runs(trained, tmp_path):
     (tmp_path / "none" / "x" / "tensorboard").mkdir(parents=True)
     (tmp_path / "none" / "x" / ".hydra").mkdir()
     (tmp_path / "none" / "x" / ".hydra" / "overrides.yaml").write_text("[]\n")
-    refused = run_in_process([str(SCRIPTS / "compare_runs.py"), str(tmp_path / "none"), "--labels"], cwd=tmp_path)
+    refused = run_in_process([NAMEORIGIN, "compare-runs", str(tmp_path / "none"), "--labels"], cwd=tmp_path)
     assert refused.returncode == 2 and "label_report.json" in refused.stderr and not refused.stdout
 
 
@@ -148,14 +148,14 @@ def test_benchmark_usage_errors_exit_2(tmp_path, flags, message):
 
 @pytest.mark.parametrize("formats", ["", "pt2,tflite"])
 def test_export_refuses_formats_it_does_not_write(tmp_path, formats):
-    result = run_in_process([str(SCRIPTS / "export.py"), "any.ckpt", "--formats", formats], cwd=tmp_path)
+    result = run_in_process([NAMEORIGIN, "export", "any.ckpt", "--formats", formats], cwd=tmp_path)
     assert result.returncode == 2 and f"--formats {formats!r}: choose from pt2, onnx" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and list(tmp_path.iterdir()) == []
 
 
 def test_export_refuses_a_folder_as_the_path_stem(tmp_path):
     (tmp_path / "exports").mkdir()
-    result = run_in_process([str(SCRIPTS / "export.py"), "any.ckpt", "--out", "exports"], cwd=tmp_path)
+    result = run_in_process([NAMEORIGIN, "export", "any.ckpt", "--out", "exports"], cwd=tmp_path)
     assert result.returncode == 2 and "--out exports is a folder: pass a path stem in it, e.g. exports/model" in \
         result.stderr, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exports"]

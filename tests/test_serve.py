@@ -1,6 +1,6 @@
-"""nameorigin-serve over real HTTP: the server runs as a subprocess on a free port of 127.0.0.1 (as a user starts
+"""nameorigin serve over real HTTP: the server runs as a subprocess on a free port of 127.0.0.1 (as a user starts
 it), is polled on /health, and is killed with its process group at the end. Its answers equal
-`nameorigin-predict --format json` for a .ckpt and an .onnx; bad requests are one-line 4xx and leave it serving;
+`nameorigin predict --format json` for a .ckpt and an .onnx; bad requests are one-line 4xx and leave it serving;
 requests batched together keep their own options; the API key guards /predict only."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from nameorigin.cli.predict import main as predict_main
 pytest.importorskip("litserve", reason="the [serve] extra is not installed: pip install 'nameorigin[serve]'")
 
 from benchmarks.serve_load import free_port, start_server, stop_server  # noqa: E402
-from nameorigin.cli.serve import main as serve_main  # noqa: E402
+from nameorigin.cli.app import main as nameorigin  # noqa: E402
 from nameorigin.serving.export import export_model  # noqa: E402
 from nameorigin.serving.predict import Predictor  # noqa: E402
 
@@ -162,10 +162,10 @@ def test_the_key_guards_predict_only_and_the_page_and_health_stay_open(served):
 
 def test_a_missing_model_and_a_bad_host_are_one_line_exit_2(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        serve_main([str(tmp_path / "gone.ckpt"), "--port", str(free_port())])
+        nameorigin(["serve", str(tmp_path / "gone.ckpt"), "--port", str(free_port())])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "does not exist" in err
     with pytest.raises(SystemExit) as exit_info:
-        serve_main(["model.ckpt", "--host", "example.com"])
-    assert exit_info.value.code == 2 and "invalid choice" in capsys.readouterr().err
+        nameorigin(["serve", "model.ckpt", "--host", "example.com"])
+    assert exit_info.value.code == 2 and "'example.com' is not one of" in capsys.readouterr().err

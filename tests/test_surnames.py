@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import (
+    NAMEORIGIN,
     ROOT,
     TINY,
     last_scalars,
@@ -239,7 +240,7 @@ def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_sur
     assert report["in_pretrain"]["accuracy"] == pytest.approx(printed["test/acc_in_pretrain"], abs=1e-4)
     assert report["not_in_pretrain"]["accuracy"] == pytest.approx(printed["test/acc_not_in_pretrain"], abs=1e-4)
     assert report["in_pretrain"]["macro_f1"] == pytest.approx(printed["test/macro_f1_in_pretrain"], abs=1e-4)
-    shown = run_in_process([str(ROOT / "scripts" / "predict.py"), str(best), "--evaluate", str(corpus),
+    shown = run_in_process([NAMEORIGIN, "evaluate", str(best), str(corpus),
                         "--known-names", str(cache)], cwd=tmp_path)
     assert shown.returncode == 0 and "found in names-dataset" in shown.stdout, shown.stderr
     # A fine-tuned model explains itself too: the pretrained country head reads every state, and a name found in
@@ -251,10 +252,10 @@ def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_sur
         assert [kind for kind, _, _ in why.parts].count("known name") == 1
     assert any(abs(answer.explanation.parts[-1][2]) > 1e-6 for answer in Predictor.from_checkpoint(best).explain(known))
     # The known-name lookup exports as a torch.export program (agreeing to 1e-5); ONNX is refused, cleanly.
-    export = str(ROOT / "scripts" / "export.py")
-    refused = run_in_process([export, str(best), "--out", str(tmp_path / "x" / "m"), "--formats", "onnx"], tmp_path)
+    export = [NAMEORIGIN, "export"]
+    refused = run_in_process([*export, str(best), "--out", str(tmp_path / "x" / "m"), "--formats", "onnx"], tmp_path)
     assert refused.returncode == 2 and "searchsorted" in refused.stderr and not (tmp_path / "x").exists()
-    written = run_in_process([export, str(best), "--out", str(tmp_path / "e" / "m")], tmp_path)
+    written = run_in_process([*export, str(best), "--out", str(tmp_path / "e" / "m")], tmp_path)
     assert written.returncode == 0 and sorted(p.name for p in (tmp_path / "e").iterdir()) == ["m.json", "m.pt2"]
     ours, served = Predictor.from_checkpoint(best), Predictor.load(tmp_path / "e" / "m.pt2")
     encoded = [ours.encode(n)[0] for n in ["Kanemoto", "Muller", "De La Cruz", "Pavlovsky", "Zzz"]]

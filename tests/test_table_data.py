@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, TINY, run_dirs, run_in_process, train, train_refused, write_corpus
+from conftest import NAMEORIGIN, ROOT, TINY, run_dirs, run_in_process, train, train_refused, write_corpus
 
 from nameorigin.data.names import NamesDataModule, label_files
 from nameorigin.data.table import TableDataModule
@@ -72,8 +72,8 @@ def test_a_table_of_its_own_trains_end_to_end_and_evaluates_beside_the_baseline(
     assert manifest["labels"] == ["east", "north", "south"] and manifest["names_with_several_languages"] == 1
     checkpoint = torch.load(run / "checkpoints" / "refit.ckpt", weights_only=True)
     assert checkpoint["data"]["label_column"] == "label" and checkpoint["data"]["trained_on"] == "train+val"
-    evaluated = run_in_process([str(ROOT / "scripts" / "predict.py"), str(run / "checkpoints" / "refit.ckpt"),
-                                "--evaluate", str(table), "--baseline"], cwd=tmp_path)
+    evaluated = run_in_process([NAMEORIGIN, "evaluate", str(run / "checkpoints" / "refit.ckpt"),
+                                str(table), "--baseline", "lr"], cwd=tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     assert "test split:" in evaluated.stdout and "baseline" in evaluated.stdout.lower()
     # What a label is called follows data.label_name: the JSON key, the table column and the card.
@@ -88,8 +88,8 @@ def test_a_table_of_its_own_trains_end_to_end_and_evaluates_beside_the_baseline(
     assert "name classifier (origin)" in card and "| origin | test names | precision | recall | F1 |" in card
     assert "tutorial" not in card.split("## Intended use")[1]
     other = write_rows(tmp_path / "other.csv", [["Ana Bob", "north"], ["Ana Eve", "south"]])
-    refused = run_in_process([str(ROOT / "scripts" / "predict.py"), str(run / "checkpoints" / "refit.ckpt"),
-                          "--evaluate", str(other)], cwd=tmp_path)
+    refused = run_in_process([NAMEORIGIN, "evaluate", str(run / "checkpoints" / "refit.ckpt"),
+                          str(other)], cwd=tmp_path)
     assert refused.returncode == 2 and "sha256 differs" in refused.stderr
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, TINY, last_scalars, run_dirs, run_in_process, run_script, train
+from conftest import NAMEORIGIN, ROOT, TINY, last_scalars, run_dirs, run_in_process, run_script, train
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -180,8 +180,8 @@ def test_a_share_table_with_weights_trains_calibrates_on_the_shares_and_evaluate
     assert fit_temperature(logits, shares) != pytest.approx(fit_temperature(logits, targets), rel=1e-3)
     card = (run / "MODEL_CARD.md").read_text()
     assert "against each name's majority gender" in card and "weighted in the training loss by `people`" in card
-    evaluated = run_in_process([str(ROOT / "scripts" / "predict.py"), str(run / "checkpoints" / "best.ckpt"),
-                            "--evaluate", str(table)], cwd=tmp_path)
+    evaluated = run_in_process([NAMEORIGIN, "evaluate", str(run / "checkpoints" / "best.ckpt"),
+                            str(table)], cwd=tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     assert f"accuracy  {scalars['test/acc']:.4f}" in evaluated.stdout, evaluated.stdout
 

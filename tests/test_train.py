@@ -187,13 +187,13 @@ def test_results_block_calibration_and_model_card(trained):
     assert torch.load(run / "checkpoints" / "refit.ckpt", weights_only=True)["model_card"] == card
     for section in ("## Data and provenance", "## Test metrics", "| Irish |", "## Calibration",
                     "## Prediction sets", "not** a person's ethnicity", "## Reproduce", "python train.py data.root=",
-                    " --baseline` fits it"):
+                    " --baseline lr` fits it"):
         assert section in card, section
     acc = events(run)
     assert {"calibration/reliability_val", "calibration/reliability_test"} <= set(acc.Tags()["images"])
     assert {"calibration/temperature", "calibration/val_ece", "calibration/val_ece_raw"} <= set(acc.Tags()["scalars"])
-    printed = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "predict.py"),
-                              str(run / "checkpoints" / "refit.ckpt"), "--card"], capture_output=True, text=True)
+    printed = subprocess.run([sys.executable, "-m", "nameorigin", "card", str(run / "checkpoints" / "refit.ckpt")],
+                             capture_output=True, text=True)
     assert printed.returncode == 0 and printed.stdout == card
 
 

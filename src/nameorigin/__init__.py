@@ -10,7 +10,7 @@ tests):
 - training: the LightningModule, callbacks, dashboard, calibration fit, refit, model card, pipeline
 - serving: Predictor, export, tables
 - analysis: evaluation on a held-out split, the paired baseline comparison, the benchmark's contenders
-- cli: the console commands (nameorigin-predict, nameorigin-export, ...)
+- cli: the `nameorigin` command and its subcommands (predict, evaluate, export, serve, ...)
 """
 
 __all__ = ["Predictor", "PredictOptions", "predict_frame", "frame_composition"]

@@ -1,5 +1,5 @@
 """Do the explanations mean something? Two checks on a checkpoint's own test names
-(`scripts/predict.py CKPT --evaluate [DIR] --explain`):
+(`nameorigin evaluate CKPT [DIR] --explain`):
 
 - the residual: how far the parts are from adding up, against the size of the score they explain;
 - deletion: delete each name's character with the largest contribution, and compare the fall in the chosen

@@ -1,5 +1,5 @@
 """Tables of names on disk, read and written the same way by training (`data=table`) and by serving
-(`nameorigin-predict --file`), streamed a chunk at a time, so a table is never held whole. The format is the
+(`nameorigin predict --file`), streamed a chunk at a time, so a table is never held whole. The format is the
 file's suffix's (nameorigin.base.formats: delimited text, Parquet, ...); stated once here: the missing-value
 markers, and what each refusal of an unreadable file says.
 """

@@ -1,38 +1,25 @@
 """List the runs under a folder (a sweep, or all of outputs/) with their scores, best first.
 
-  python scripts/compare_runs.py outputs/multirun/2026-11-30/10-00-00.123456
-  python scripts/compare_runs.py outputs --metric hp/test_macro_f1
-  python scripts/compare_runs.py outputs/multirun/2026-11-30/10-00-00.123456 --labels   # per label, pooled
+  nameorigin compare-runs outputs/multirun/2026-11-30/10-00-00.123456
+  nameorigin compare-runs outputs --metric hp/test_macro_f1
+  nameorigin compare-runs outputs/multirun/2026-11-30/10-00-00.123456 --labels   # per label, pooled
 
 --labels pools every label's test figures over the runs (each run's label_report.json: split seeds, say): its
 test names, recall and how often its 90 % prediction sets held it, each kind of set, with Wilson 95 % intervals
 over the pooled names.
 """
 
-from __future__ import annotations
-
-import argparse
 import json
-import sys
 from pathlib import Path
+from typing import Annotated, Literal
 
-from nameorigin.base.errors import UserError, exits_2_on_user_error
+import typer
+
+from nameorigin.base.errors import UserError
+from nameorigin.cli.app import app
 from nameorigin.model.label_report import wilson
 
 METRICS = ("hp/val_acc_best", "hp/test_acc", "hp/test_macro_f1")
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folder", help="a sweep folder or outputs/: every run folder below it is listed")
-    parser.add_argument("--metric", default="hp/val_acc_best", choices=METRICS,
-                        help="sort key (default hp/val_acc_best)")
-    parser.add_argument("--labels", action="store_true",
-                        help="pool each label's recall and set coverage over the runs (their label_report.json)")
-    parser.add_argument("--min-names", type=int, default=20,
-                        help="with --labels: mark the labels with at least this many test names in every run "
-                        "(default 20)")
-    return parser.parse_args(argv)
 
 
 def pooled_labels(runs: list[Path], min_names: int) -> list[str]:
@@ -68,36 +55,35 @@ def run_scores(run: Path) -> dict[str, float]:
     return {m: events.Scalars(m)[-1].value for m in METRICS if m in tags}
 
 
-@exits_2_on_user_error
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    folder = Path(args.folder)
-    if not folder.is_dir():
-        print(f"error: {folder} is not a folder: pass a sweep folder or outputs/", file=sys.stderr)
-        return 2
+@app.command("compare-runs")
+def compare_runs(folder: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="a sweep folder or "
+                                                        "outputs/: every run folder below it is listed",
+                                                        show_default=False)],
+                 metric: Annotated[Literal["hp/val_acc_best", "hp/test_acc", "hp/test_macro_f1"],
+                                   typer.Option(help="sort key")] = "hp/val_acc_best",
+                 labels: Annotated[bool, typer.Option("--labels", help="pool each label's recall and set coverage over "
+                                                      "the "
+                                                      "runs (their label_report.json)")] = False,
+                 min_names: Annotated[int, typer.Option(min=1, help="with --labels: mark the labels with at least "
+                                                        "this many test names in every run")] = 20) -> int:
+    """The test metrics of several runs or a sweep, side by side, best first; --labels pools each label's."""
     runs = sorted(p.parent for p in folder.glob("**/tensorboard")
                   if (p.parent / ".hydra" / "overrides.yaml").is_file())
     if not runs:
-        print(f"error: no run folders (tensorboard/ beside .hydra/overrides.yaml) under {folder}", file=sys.stderr)
-        return 2
-    if args.labels:
+        raise UserError(f"no run folders (tensorboard/ beside .hydra/overrides.yaml) under {folder}")
+    if labels:
         reported = [run for run in runs if (run / "label_report.json").is_file()]
         if not reported:
-            print(f"error: no run under {folder} has a label_report.json: train with test=true", file=sys.stderr)
-            return 2
-        print("\n".join(pooled_labels(reported, args.min_names)))
+            raise UserError(f"no run under {folder} has a label_report.json: train with test=true")
+        print("\n".join(pooled_labels(reported, min_names)))
         return 0
     rows = []
     for run in runs:
         overrides = (run / ".hydra" / "overrides.yaml").read_text().strip().splitlines()
         rows.append((run_scores(run), " ".join(o.lstrip("- ").strip() for o in overrides), run))
-    rows.sort(key=lambda row: row[0].get(args.metric, float("-inf")), reverse=True)
+    rows.sort(key=lambda row: row[0].get(metric, float("-inf")), reverse=True)
     print(f"{'val_acc_best':>12} {'test_acc':>9} {'test_f1':>8}  overrides / run")
     for scores, overrides, run in rows:
         cells = [f"{scores[m]:.4f}" if m in scores else "-" for m in METRICS]
         print(f"{cells[0]:>12} {cells[1]:>9} {cells[2]:>8}  {overrides or '(defaults)'}\n{'':>32}{run}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

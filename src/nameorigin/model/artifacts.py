@@ -129,7 +129,7 @@ class ServingMeta:
     normalize: str = "ascii"
     label_name: str = "language"  # what a label is (data.label_name): output columns and JSON keys
     label_names: list[str] | None = None  # a country model's country name per ISO code
-    data_settings: dict[str, Any] = field(default_factory=dict)  # split settings + corpus hash, for --evaluate
+    data_settings: dict[str, Any] = field(default_factory=dict)  # split settings + corpus hash, for nameorigin evaluate
     calibration: Calibration | None = None
     model_card: str | None = None
     training_shares: list[float] | None = None  # the label mix the probabilities carry by construction

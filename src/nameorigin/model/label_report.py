@@ -115,7 +115,7 @@ def interval(value: float | None, bounds: list[float]) -> str:
 
 
 def report_table(rows: list[dict[str, Any]], label_word: str = "label") -> list[str]:
-    """The rows as a Markdown table (the model card, and `nameorigin-predict --evaluate`'s text)."""
+    """The rows as a Markdown table (the model card, and `nameorigin evaluate`'s text)."""
     kinds = [kind for kind in ("marginal", "mondrian") if rows and f"set_coverage_{kind}" in rows[0]]
     named = {"marginal": "marginal", "mondrian": "class-conditional"}
     abstains = bool(rows) and "abstained" in rows[0]

@@ -108,7 +108,7 @@ def export_model(predictor: Any, stem: str | Path, formats: tuple[str, ...] = FO
         onnx_program = torch.onnx.export(program, example_inputs(), dynamo=True, input_names=["tokens", "lengths"],
                                          output_names=["logits"], verbose=False)
         writers[stem.with_suffix(".onnx")] = lambda p: onnx_program.save(str(p), external_data=False)
-    # The split settings let `predict.py --evaluate` score the exported program on its own held-out names.
+    # The split settings let `nameorigin evaluate` score the exported program on its own held-out names.
     meta = {"format": EXPORT_FORMAT, **predictor.meta.plain()}
     writers[sidecar_path(stem.with_suffix(".pt2"))] = lambda p: p.write_text(json.dumps(meta, ensure_ascii=False))
     for path, write in writers.items():

@@ -63,7 +63,7 @@ class Predictor:
         self.net, self.meta = net.eval(), meta
         self.vocab, self.labels, self.normalize, self.label_name = meta.vocab, meta.labels, meta.normalize, \
             meta.label_name
-        self.data_settings, self.model_card = meta.data_settings, meta.model_card  # for --evaluate, for exports
+        self.data_settings, self.model_card = meta.data_settings, meta.model_card  # for evaluation and exports
         self.calibration = meta.calibration or Calibration()  # the temperature is already inside the network
         self.label_names = dict(zip(self.labels, meta.label_names, strict=True)) if meta.label_names else None
         # The model divides by the fitted temperature; multiplying by it again undoes the scaling on request.
@@ -94,7 +94,7 @@ class Predictor:
 
     @classmethod
     def from_exported(cls, path: str | Path, calibrated: bool = True) -> Predictor:
-        """A .pt2 (torch.export) or .onnx program written by scripts/export.py, with its .json sidecar."""
+        """A .pt2 (torch.export) or .onnx program written by nameorigin export, with its .json sidecar."""
         path = Path(path)
         meta = replace(ServingMeta.from_plain(read_sidecar(path)), calibrated=calibrated)
         try:
@@ -278,7 +278,7 @@ def read_sidecar(path: str | Path) -> dict:
     path = Path(path)
     sidecar = path.with_suffix(".json")
     if not path.is_file() or not sidecar.is_file():
-        raise UserError(f"exported model {path} or its sidecar {sidecar.name} is missing: run scripts/export.py")
+        raise UserError(f"exported model {path} or its sidecar {sidecar.name} is missing: run nameorigin export")
     try:
         return json.loads(sidecar.read_text())
     except (ValueError, OSError) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors

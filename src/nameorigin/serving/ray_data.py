@@ -1,6 +1,6 @@
 """Scoring a dataset past one machine with Ray Data. NameScorer is a callable class for `Dataset.map_batches`:
 Ray runs it as a pool of actors, so each loads the model once, and streams the blocks through them. A batch comes
-back with the prediction columns of the table command (`nameorigin-predict --file --column`, the one prediction
+back with the prediction columns of the table command (`nameorigin predict --file --column`, the one prediction
 schema). Each actor keeps the answers it has given, as the table command does, so a name is scored at most once
 per actor however many batches hold it.
 

@@ -1,6 +1,6 @@
 """One prediction schema: the fields an answer carries beside its ranked labels, each stated once with its type,
 when it is present, and how it reads as JSON, as a table cell and as a line of text. Every output reads this list:
-`nameorigin-predict --format text|json|csv`, the table writer (`--file`), `predict_frame`, and the server. A new
+`nameorigin predict --format text|json|csv`, the table writer (`--file`), `predict_frame`, and the server. A new
 field is one entry here.
 
 The ranked labels themselves (label, probability per rank) are laid out by each output in its own shape: a list

@@ -1,5 +1,5 @@
 """The Predictor behind HTTP, on LitServe: `POST /predict` answers names with the fields of the one prediction
-schema, under the names `nameorigin-predict --format json` uses; `GET /health` is ready once the model has loaded;
+schema, under the names `nameorigin predict --format json` uses; `GET /health` is ready once the model has loaded;
 `GET /` is the page (serving/page.html); `GET /info` names the model.
 
 LitServe batches requests (max_batch_size, batch_timeout) and runs the model in its own worker process. What it
@@ -19,7 +19,6 @@ import hashlib
 import hmac
 import json
 import typing
-from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -36,16 +35,11 @@ from nameorigin.serving.options import PredictOptions, option_fields
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.prior import check_estimable
 from nameorigin.serving.schema import as_json
+from nameorigin.serving.server_settings import BATCH_TIMEOUT, MAX_BATCH_SIZE, MAX_NAMES, THREADS, ServerSettings
 
 API_KEY_ENV = "NAMEORIGIN_API_KEY"
 EXAMPLE = '{"names": ["Nakamura"]}'
 API_KEY_HEADER = "x-api-key"
-MAX_NAMES = 10_000  # names per request
-MAX_BODY_BYTES = 4 * 2**20  # 10,000 names of a few hundred bytes each fit; a larger body is answered 413
-# Chosen by measurement (docs/serving.md "Over HTTP"): a batch of up to 32 requests, gathered for at most 2 ms (a
-# lone request waits the whole batch_timeout, so it stays small beside the 10 ms one-name budget), and two model
-# workers of one torch thread each, so one computes while the other gathers its next batch.
-MAX_BATCH_SIZE, BATCH_TIMEOUT, WORKERS, THREADS = 32, 0.002, 2, 1
 # The page's own script and style are inline; it may fetch from this server and nothing else.
 PAGE_POLICY = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'"
 
@@ -218,24 +212,10 @@ def page() -> str:
     return resources.files("nameorigin.serving").joinpath("page.html").read_text(encoding="utf-8")
 
 
-@dataclass(frozen=True)
-class ServerSettings:
-    """How the server takes its load: the limits on a request, LitServe's batching, its model workers and their
-    threads, the API key (None: /predict is open) and the seconds a request may wait."""
-
-    max_names: int = MAX_NAMES
-    max_body_bytes: int = MAX_BODY_BYTES
-    max_batch_size: int = MAX_BATCH_SIZE
-    batch_timeout: float = BATCH_TIMEOUT
-    workers: int = WORKERS
-    threads: int = THREADS
-    api_key: str | None = None
-    timeout: float = 30.0
-
-
-def build_server(model: str | Path, settings: ServerSettings = ServerSettings()) -> ls.LitServer:
+def build_server(model: str | Path, settings: ServerSettings | None = None) -> ls.LitServer:
     """A LitServer for `model` (a .ckpt, .pt2 or .onnx), not yet running. The model is read here once, so a bad
     path is a UserError before any worker starts; the worker process loads its own copy."""
+    settings = settings or ServerSettings()
     predictor = Predictor.load(model)
     PredictRequest.checks = RequestChecks(predictor, settings.max_names)
     identity = model_identity(model, predictor)

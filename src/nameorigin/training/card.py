@@ -1,5 +1,5 @@
 """MODEL_CARD.md: what a trained model is, what it was trained and tested on, how far to trust it, and how to
-reproduce it. Written into the run folder and embedded in the best checkpoint (`scripts/predict.py CKPT --card`)."""
+reproduce it. Written into the run folder and embedded in the best checkpoint (`nameorigin card CKPT`)."""
 
 from __future__ import annotations
 
@@ -153,10 +153,10 @@ def test_section(run: Run) -> list[str]:
         *([f"- **Margin over the n-gram baseline** on these test names: {margin_line(checkpoint['margin'])}; "
            f"exact McNemar p = {checkpoint['margin']['p']:.3g}."] if checkpoint.get("margin") else []),
         ("- The reference on this same split is a logistic regression over hashed character 1-4-grams fitted by "
-         f"SGD: `python scripts/predict.py CKPT --evaluate {root} --baseline sgd` fits it "
+         f"SGD: `nameorigin evaluate CKPT {root} --baseline sgd` fits it "
          "(alpha chosen on " if run.large else
          "- The reference on this same split is a logistic regression over character 1-4-grams: "
-         f"`python scripts/predict.py CKPT --evaluate {root} --baseline` fits it (C chosen on ")
+         f"`nameorigin evaluate CKPT {root} --baseline lr` fits it (C chosen on ")
         + f"validation{', then refitted on train + validation as this model was' if run.refitted else ''}) and "
         "compares the two on the same test names, with a paired bootstrap interval.", "",
     ]
@@ -201,7 +201,7 @@ def calibration_section(run: Run) -> list[str]:
 def sets_section(run: Run) -> list[str]:
     calibration = run.calibration
     lines = ["", "## Prediction sets (split conformal, thresholds from validation)",
-             "`scripts/predict.py CKPT --coverage C` returns the smallest set of languages holding the true one "
+             "`nameorigin predict CKPT --coverage C` returns the smallest set of languages holding the true one "
              "with probability C."
              + (" This model also trained on the validation names, so that is no longer guaranteed: the test "
                 "column measures it." if run.refitted else ""), "",

@@ -106,7 +106,7 @@ def run_margin(datamodule: Any, net: Any, labels: list[str]) -> dict[str, Any]:
 
 
 def margin_line(result: dict[str, Any]) -> str:
-    """One line for the results block, train.log and --evaluate."""
+    """One line for the results block, train.log and nameorigin evaluate."""
     low, high = (100 * x for x in result["interval"])
     name = "n-gram LR" if result["kind"] == "lr" else "hashed n-gram SGD"
     return (f"{100 * result['margin']:+.2f} points of test accuracy over the {name} ({result['setting']}, "
@@ -117,7 +117,7 @@ def margin_line(result: dict[str, Any]) -> str:
 
 def measure_margin(model: Any, datamodule: Any, final: str, loggers: list) -> dict[str, Any]:
     """nameorigin.training.margin on the model as tested; stored in its checkpoint and logged."""
-    from nameorigin.training.checkpointing import update_checkpoint  # Lightning: not for --evaluate's import
+    from nameorigin.training.checkpointing import update_checkpoint  # Lightning: not for nameorigin evaluate's import
 
     result = run_margin(datamodule, model.net, list(model.hparams.labels))
     update_checkpoint(final, lambda checkpoint: checkpoint.__setitem__("margin", result))

@@ -1,0 +1,98 @@
+"""The `nameorigin` command: one Typer app whose subcommands are typed functions (nameorigin.cli.*), their flags,
+types, choices and help read from each signature. Every refusal is one line and exit code 2: a flag Typer cannot
+parse, and a UserError from the code it calls.
+
+  nameorigin --help                       # every subcommand
+  nameorigin predict refit.ckpt Nakamura  # each subcommand's --help lists its flags
+"""
+
+import functools
+import inspect
+import sys
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from nameorigin.base.errors import UserError
+from nameorigin.serving.options import PredictOptions, option_fields
+
+app = typer.Typer(name="nameorigin", add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]},
+                  help="Character-level recurrent classifiers of a name's origin: answer, evaluate, explain, export "
+                  "and serve the models `python train.py` writes.")
+
+# Subcommand modules, imported when the command runs: each registers its commands on `app`.
+MODULES = ("predict", "evaluate", "composition", "export", "serve", "ray_score", "tables", "compare_runs")
+NAMES_TOP_K, TABLE_TOP_K = 3, 1  # a list of names shows three labels each; a table's rows the best one
+
+
+def option_parameter(field: Any, hint: Any) -> inspect.Parameter:
+    """A PredictOptions field as a keyword parameter Typer reads as a flag (its help the field's)."""
+    help_text = field.metadata["help"]
+    if hint is bool:
+        flag = "--abstain/--no-abstain" if field.default else f"--{field.name.replace('_', '-')}"
+        return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default,
+                                 annotation=Annotated[bool, typer.Option(flag, help=help_text)])
+    kinds = [kind for kind in typing.get_args(hint) if kind is not type(None)] or [hint]
+    kind = kinds[0] if kinds[0] in (int, float) else str
+    if field.name == "top_k":  # its default is the caller's: three for names, one for a table's rows
+        help_text += f" [default: {NAMES_TOP_K}; {TABLE_TOP_K} for a table's rows]"
+        return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                 annotation=Annotated[int | None, typer.Option(min=1, help=help_text)])
+    minimum = {"min": 1} if kind is int else {}
+    default = field.default
+    annotation = kind if default is not None else kind | None
+    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=Annotated[annotation, typer.Option(help=help_text, **minimum)])
+
+
+def takes_options(names: tuple[str, ...] | None = None) -> Callable[[Callable], Callable]:
+    """A command that takes `options: PredictOptions` gets one flag per PredictOptions field (those in `names`),
+    read off the dataclass, and the options packed back into one PredictOptions (top_k left None: the command's
+    default)."""
+
+    def wrap(command: Callable) -> Callable:
+        signature = inspect.signature(command, eval_str=True)
+        hints = typing.get_type_hints(PredictOptions)
+        chosen = [f for f in option_fields() if names is None or f.name in names]
+        own = [p for p in signature.parameters.values() if p.name != "options"]
+
+        @functools.wraps(command)
+        def run(**given: Any) -> Any:
+            settings = {f.name: given.pop(f.name) for f in chosen}
+            return command(options=settings, **given)
+
+        run.__signature__ = signature.replace(parameters=[*own, *(option_parameter(f, hints[f.name]) for f in chosen)])
+        del run.__wrapped__  # Typer reads __signature__, not the function it wraps
+        return run
+
+    return wrap
+
+
+def predict_options(settings: dict[str, Any], top_k: int) -> PredictOptions:
+    """The flags' settings as one PredictOptions (checked on creation), with the command's default top_k."""
+    return PredictOptions(**{**settings, "top_k": settings.get("top_k") or top_k})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console script: the app run without Click's standalone handling, so a usage error is one line too
+    (`error: ...` on stderr, exit code 2, raised as SystemExit)."""
+    for module in MODULES:
+        __import__(f"nameorigin.cli.{module}")
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=sys.argv[1:] if argv is None else argv, prog_name="nameorigin",
+                              standalone_mode=False)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except BrokenPipeError:  # `| head` closed the pipe: not an error
+        return 0
+    except Exception as error:
+        if not (hasattr(error, "format_message") and hasattr(error, "exit_code")):  # Click's usage errors
+            raise
+        print(f"error: {error.format_message()}", file=sys.stderr)
+        sys.exit(error.exit_code or 2)
+    return result if isinstance(result, int) else 0
