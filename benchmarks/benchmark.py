@@ -29,8 +29,8 @@ from nameorigin.config import Cell, ModelConfig, plain
 from nameorigin.model.cells import CELLS
 from nameorigin.serving.predict import resolve_device
 
-# The accuracy part runs the checkout's train.py (src/nameorigin/cli/ -> the repository root).
-TRAIN = Path(__file__).resolve().parents[3] / "train.py"
+# The accuracy part runs the clone's train.py (benchmarks/ -> the repository root).
+TRAIN = Path(__file__).resolve().parents[1] / "train.py"
 PARTS = ("train", "tutorial", "logging", "predict", "accuracy")
 DEFAULT_CELL = ModelConfig().cell
 

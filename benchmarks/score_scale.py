@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = {"checkpoint": args.checkpoint, "source": str(source), "out": str(out), "distinct": distinct,
                 "ray": args.ray if contender == "ray" else 0, "composition": contender == "composition"}
         child = subprocess.run([sys.executable, "-m", "benchmarks.score_scale", "--measure", json.dumps(spec)],
-                               capture_output=True, text=True)
+                               capture_output=True, text=True, env=clone_env())
         if child.returncode:
             print(child.stderr.strip().splitlines()[-1] if child.stderr.strip() else "failed", file=sys.stderr)
             return child.returncode
@@ -266,6 +266,16 @@ def main(argv: list[str] | None = None) -> int:
           f"probability gap {check['max_probability_gap']:.1e}")
     checks = [check, *([ray_check] if ray_check else [])]
     return 0 if all(not c["differing_columns"] and c["max_probability_gap"] <= 1e-6 for c in checks) else 1
+
+
+def clone_env() -> dict[str, str]:
+    """The environment for `python -m benchmarks.<tool>` in a child process, from any folder: the clone's root on
+    PYTHONPATH."""
+    import os
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
 
 
 if __name__ == "__main__":

@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     for mode in MODES if args.mode == "both" else [args.mode]:
         settings = {"path": str(path), **(PEOPLE if people else MODES[mode])}
         child = subprocess.run([sys.executable, "-m", "benchmarks.table_scale", "--measure",
-                                json.dumps(settings)], capture_output=True, text=True)
+                                json.dumps(settings)], capture_output=True, text=True, env=clone_env())
         if child.returncode:
             print(child.stderr.strip().splitlines()[-1] if child.stderr.strip() else "failed", file=sys.stderr)
             return child.returncode
@@ -141,6 +141,16 @@ def main(argv: list[str] | None = None) -> int:
         if result["distinct_names"] is not None:
             print(f"counted {result['rows']:,} people into {result['distinct_names']:,} distinct names")
     return 0
+
+
+def clone_env() -> dict[str, str]:
+    """The environment for `python -m benchmarks.<tool>` in a child process, from any folder: the clone's root on
+    PYTHONPATH."""
+    import os
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
 
 
 if __name__ == "__main__":
