@@ -18,13 +18,16 @@ table): every method assumes the table differs from the training data only in it
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
 from nameorigin.serving.prior import estimate_prior
+from nameorigin.serving.progress import Progress
 
 METHODS = ("mean", "em", "adjusted")
 LEVEL, BOOTSTRAPS = 0.9, 200
@@ -225,25 +228,30 @@ def distinct_cells(cells: dict, normalize: str) -> tuple[list[str], np.ndarray, 
 
 def table_composition(predictor: Predictor, source: str, column: str, delimiter: str | None = None,
                       reference: Reference | None = None, **options) -> Composition:
-    """The composition of a table file's rows (CSV, TSV or Parquet, streamed through the one table reader)."""
-    from collections import Counter
+    """The composition of a table file's rows (any table format, streamed through the one table reader)."""
 
     from nameorigin.base.tables import TableReader
 
     reader = TableReader(source, "--file", delimiter)
     reader.require_text(column, f"--column {column}")
     cells: Counter = Counter()
-    for chunk in reader.chunks([column]):
-        if hasattr(chunk, "batch"):  # Parquet: counted by pyarrow, each distinct cell once into Python
-            import pyarrow as pa
-            import pyarrow.compute as pc
-
-            counted = pc.value_counts(chunk.batch.column(column).cast(pa.string()))
-            cells.update(dict(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(),
-                                  strict=True)))
-        else:
-            cells.update(chunk.cells(column))
+    with Progress("rows counted", reader.row_count()) as progress:
+        for chunk in reader.chunks([column]):
+            count_cells(cells, chunk, column)
+            progress.advance(len(chunk))
     return cells_composition(predictor, cells, reference, **options)
+
+
+def count_cells(cells: Counter, chunk: Any, column: str) -> None:
+    """Add a chunk's cells of `column` to `cells`."""
+    if hasattr(chunk, "batch"):  # Parquet: counted by pyarrow, each distinct cell once into Python
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        counted = pc.value_counts(chunk.batch.column(column).cast(pa.string()))
+        cells.update(dict(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True)))
+    else:
+        cells.update(chunk.cells(column))
 
 
 def cells_composition(predictor: Predictor, cells: dict, reference: Reference | None = None,

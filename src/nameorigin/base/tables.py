@@ -70,6 +70,10 @@ class TableReader:
         """The data rows, in order, a chunk at a time; a columnar format reads only `columns` (all when None)."""
         return self.format.chunks(self, columns, rows)
 
+    def row_count(self) -> int | None:
+        """The data rows, when the format states them without reading the file (Parquet's metadata)."""
+        return self.format.row_count(self)
+
     def empty_chunk(self) -> Chunk:
         """No rows, in this table's columns: what a writer gets for a table without data rows."""
         return self.format.empty_chunk(self)

@@ -9,6 +9,7 @@ import typer
 
 from nameorigin.base.extras import require_extra
 from nameorigin.cli.app import TABLE_TOP_K, app, predict_options, takes_options
+from nameorigin.serving.progress import wanted
 from nameorigin.serving.ray_data import RAY_BATCH_ROWS, ActorPool, score_dataset
 
 
@@ -36,7 +37,8 @@ def ray_score(model: Annotated[str, typer.Argument(help="a .ckpt, .pt2 or .onnx;
     ray = require_extra("ray", "ray", "nameorigin ray-score")
     require_extra("ray.data", "ray", "nameorigin ray-score")
     chosen = predict_options(options, TABLE_TOP_K)
-    ray.data.DataContext.get_current().enable_progress_bars = False  # the command prints its own one line
+    # Ray Data's own bars on a terminal (nameorigin.serving.progress's rule); the summary line alone elsewhere.
+    ray.data.DataContext.get_current().enable_progress_bars = wanted()
     started = not ray.is_initialized()  # called from a program already on a cluster: use it, leave it running
     if started:
         ray.init(address=address, num_cpus=None if address else num_cpus, include_dashboard=False,

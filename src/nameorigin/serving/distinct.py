@@ -18,6 +18,7 @@ from nameorigin.base.textnorm import normalize_name
 from nameorigin.serving.abstain import UNUSABLE
 from nameorigin.serving.options import BATCH_SIZE, PredictOptions
 from nameorigin.serving.predict import Prediction, Predictor
+from nameorigin.serving.progress import Progress
 
 SCORE_CHUNK = 65_536  # distinct names predicted at a time: the answers' memory stays flat
 
@@ -56,7 +57,8 @@ class DistinctNames:
         return predictor.estimate_prior([key for key, _ in names], batch_size, counts=[n for _, n in names])
 
 
-def score(predictor: Predictor, keys: Sequence[str | tuple[str]], options: PredictOptions) -> list[Prediction]:
+def score(predictor: Predictor, keys: Sequence[str | tuple[str]], options: PredictOptions,
+          progress: Progress | None = None) -> list[Prediction]:
     """One answer per key (cell_key), in order: a name's prediction, or a marker's unusable-input answer. The
     prior must be fixed here (a tensor, "uniform" or a file): an estimate is the caller's, over all rows."""
     options = options.for_model(predictor)  # a prior file read once, not once a chunk
@@ -65,6 +67,8 @@ def score(predictor: Predictor, keys: Sequence[str | tuple[str]], options: Predi
     for start in range(0, len(real), SCORE_CHUNK):
         rows = real[start : start + SCORE_CHUNK]
         block = predictor.predict([keys[j] for j in rows], options)
+        if progress is not None:
+            progress.advance(len(rows))
         for j, answer in zip(rows, block, strict=True):
             answers[j] = answer
     for j, key in enumerate(keys):

@@ -25,6 +25,7 @@ from nameorigin.base.tables import TableReader, TableWriter, delimiter_for, outp
 from nameorigin.serving.distinct import DistinctNames, cell_key, score
 from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
 from nameorigin.serving.predict import Predictor
+from nameorigin.serving.progress import Progress
 from nameorigin.serving.schema import column_kinds, table_cells, table_columns, typed_columns
 
 CHUNK_ROWS = 16_384  # rows of a delimited file read, scored and written at a time
@@ -62,6 +63,7 @@ class AnswerBook:
         self.unusable = np.zeros(0, dtype=bool)
         self.names = 0
         self.row_entry: np.ndarray | None = None  # each row's entry, when read ahead
+        self.progress: Progress | None = None  # names scored, shown on a terminal
 
     def entries(self, cells: list, distinct: bool = False) -> np.ndarray:
         """Each cell's entry, scoring the cells not seen before (`distinct`: the cells are, and all unseen)."""
@@ -79,7 +81,7 @@ class AnswerBook:
     def add(self, keys: list) -> np.ndarray:
         """Score `keys` and keep their answers as new entries; returns their entry numbers."""
         first = len(self.unusable)
-        answers = score(self.predictor, keys, self.options)
+        answers = score(self.predictor, keys, self.options, self.progress)
         failed = np.array([answer.error is not None for answer in answers], dtype=bool)
         self.names += int((~failed).sum())
         self.unusable = np.concatenate([self.unusable, failed])
@@ -196,17 +198,20 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: IO
     book = AnswerBook(predictor, options, out_format.typed, distinct)
     shape = book.shape
     if reader.format.columnar and distinct:
-        book.read_ahead(reader, column)
+        with Progress("distinct names scored") as book.progress:
+            book.read_ahead(reader, column)
+        book.progress = None
     rows = unusable = 0
 
     def write(target: IO[str] | Path) -> None:
         nonlocal rows, unusable
         with TableWriter(target, reader.header, table_columns(shape), output_delimiter(reader, out), out_format,
-                         column_kinds(shape)) as writer:
+                         column_kinds(shape)) as writer, Progress("rows scored", reader.row_count()) as progress:
             for chunk in reader.chunks(rows=None if reader.format.columnar else CHUNK_ROWS):
                 added, bad = book.rows(chunk, column, rows)
                 writer.write(chunk, added)
                 rows, unusable = rows + len(chunk), unusable + bad
+                progress.advance(len(chunk))
             if rows == 0:  # a typed format's schema is written with its first rows: here, none
                 writer.write(reader.empty_chunk(), book.rows(reader.empty_chunk(), column, 0)[0])
 

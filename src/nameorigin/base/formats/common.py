@@ -57,6 +57,11 @@ class TableFormat:
         raise NotImplementedError
 
     @classmethod
+    def row_count(cls, reader: Any) -> int | None:
+        """The data rows, when the format states them without a pass over the file (else None)."""
+        return None
+
+    @classmethod
     def check_text(cls, reader: Any, column: str, setting: str) -> None:
         """Refuse a name column that cannot hold text (a typed format's numbers); text formats hold only text."""
 

@@ -74,6 +74,11 @@ class Parquet(TableFormat):
         return ArrowChunk(pa.RecordBatch.from_pylist([], schema=reader.schema), 1)
 
     @classmethod
+    def row_count(cls, reader: Any) -> int | None:
+        _, pq = pyarrow_modules(reader.setting)
+        return reader.guarded(lambda: pq.ParquetFile(reader.path).metadata.num_rows)
+
+    @classmethod
     def check_text(cls, reader: Any, column: str, setting: str) -> None:
         """A Parquet name column must hold strings (a dictionary of strings or all nulls will do)."""
         import pyarrow as pa
