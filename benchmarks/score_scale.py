@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import clone_env
 from nameorigin.base.errors import UserError, exits_2_on_user_error
 
 ZIPF_EXPONENT = 1.1
@@ -267,15 +268,6 @@ def main(argv: list[str] | None = None) -> int:
     checks = [check, *([ray_check] if ray_check else [])]
     return 0 if all(not c["differing_columns"] and c["max_probability_gap"] <= 1e-6 for c in checks) else 1
 
-
-def clone_env() -> dict[str, str]:
-    """The environment for `python -m benchmarks.<tool>` in a child process, from any folder: the clone's root on
-    PYTHONPATH."""
-    import os
-    from pathlib import Path
-
-    root = str(Path(__file__).resolve().parents[1])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
 
 
 if __name__ == "__main__":

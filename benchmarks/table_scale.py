@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import clone_env
 from nameorigin.base.atomic import write_atomically
 from nameorigin.base.errors import UserError, exits_2_on_user_error
 from nameorigin.data.names import read_corpus, shipped_corpus
@@ -142,15 +143,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"counted {result['rows']:,} people into {result['distinct_names']:,} distinct names")
     return 0
 
-
-def clone_env() -> dict[str, str]:
-    """The environment for `python -m benchmarks.<tool>` in a child process, from any folder: the clone's root on
-    PYTHONPATH."""
-    import os
-    from pathlib import Path
-
-    root = str(Path(__file__).resolve().parents[1])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
 
 
 if __name__ == "__main__":

@@ -11,22 +11,14 @@ from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 from nameorigin.base.errors import UserError
-from nameorigin.base.formats.common import TableFormat, typed_value
+from nameorigin.base.formats.common import TableFormat, TextChunk, typed_value
 
 CHUNK_ROWS = 4096
 
 
-class JsonChunk:
-    """Objects of consecutive lines, each as a list of values in the header's order (None where left out)."""
-
-    def __init__(self, header: list[str], rows: list[list[Any]], lines: list[int]):
-        self.header, self.rows, self.lines = header, rows, lines
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def where(self, k: int) -> str:
-        return f"line {self.lines[k]}"
+class JsonChunk(TextChunk):
+    """Objects of consecutive lines, each as a list of values in the header's order (None where left out): a
+    TextChunk whose cells keep their JSON types."""
 
     def cells(self, column: str) -> list[Any]:
         """A column as text (None for a null): what a name or a label cell is, whatever JSON type holds it."""
@@ -35,9 +27,6 @@ class JsonChunk:
 
     def text_rows(self) -> list[list[str]]:
         return [["" if value is None else as_text(value) for value in row] for row in self.rows]
-
-    def records(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.header, row, strict=True)) for row in self.rows]
 
     def arrow(self) -> Any:
         import pyarrow as pa
