@@ -184,17 +184,44 @@ def largest_gap(before: list[dict], after: list[dict]) -> float:
     return max(abs(a["probability"] - b["probability"]) for a, b in pairs)
 
 
-def in_process_rate(model: str, names: list[str], repeats: int = 3) -> float:
+def group_cpu_seconds(group: int) -> float:
+    """CPU seconds (user + system) used so far by the live processes of a process group: the server's HTTP
+    process and its model workers, which the load generator's own time is not part of."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended while being read
+            continue
+        if int(fields[2]) == group:  # pgrp; utime and stime follow at 11 and 12 (after the name)
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def in_process_rate(model: str, names: list[str], repeats: int = 3) -> tuple[float, float]:
+    """The in-process Predictor's names/s and names per CPU-second (all its threads), medians of `repeats`."""
     from nameorigin.serving.predict import Predictor
 
     predictor = Predictor.load(model)
     predictor.predict(names[:2000], top_k=3)
-    speeds = []
+    speeds, per_cpu = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         predictor.predict(names, top_k=3)
         speeds.append(len(names) / (time.perf_counter() - start))
-    return statistics.median(speeds)
+        per_cpu.append(len(names) / (time.process_time() - cpu))
+    return statistics.median(speeds), statistics.median(per_cpu)
+
+
+def measured_level(base: str, server: subprocess.Popen, names: list[str], concurrency: int, per_request: int,
+                   args: argparse.Namespace) -> dict:
+    """One level, with the server's CPU seconds over it and its names per server CPU-second."""
+    cpu = group_cpu_seconds(server.pid)
+    result = asyncio.run(level(f"{base}/predict", names, concurrency, per_request, args.requests, args.seconds))
+    result["server_cpu_s"] = group_cpu_seconds(server.pid) - cpu
+    result["names_per_server_cpu_s"] = result["requests"] * per_request / max(result["server_cpu_s"], 1e-9)
+    return result
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -226,27 +253,31 @@ def main(argv: list[str] | None = None) -> int:
     server = start_server(args.model, port, args.serve_args.split())
     try:
         ready, before = probe(base)
-        results = [asyncio.run(level(f"{base}/predict", names, concurrency, per_request, args.requests,
-                                     args.seconds)) for concurrency, per_request in LEVELS]
+        results = [measured_level(base, server, names, concurrency, per_request, args)
+                   for concurrency, per_request in LEVELS]
         refused = asyncio.run(hostile(f"{base}/predict", args.hostile)) if args.hostile else {}
         ready_after, after = probe(base)
     finally:
         stop_server(server)
-    reference = in_process_rate(args.model, names)
+    reference, reference_per_cpu = in_process_rate(args.model, names)
     not_4xx = {what: codes for what, codes in refused.items() if any(not 400 <= code < 500 for code in codes)}
     gap = largest_gap(before, after)
-    report = {"levels": results, "in_process_names_per_s": reference, "hostile": refused,
+    report = {"levels": results, "in_process_names_per_s": reference,
+              "in_process_names_per_cpu_s": reference_per_cpu, "hostile": refused,
               "hostile_not_4xx": not_4xx, "ready_before_after": [ready, ready_after], "probe_gap": gap}
     if args.json:
         print(json.dumps(report, indent=1))
     else:
         print(f"{'concurrency':>11} {'names/request':>13} {'requests':>8} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} "
-              f"{'names/s':>9} {'× in-process':>12}")
+              f"{'names/s':>9} {'× in-process':>12} {'names/CPU-s':>11} {'× in-process':>12}")
         for r in results:
             print(f"{r['concurrency']:>11} {r['names_per_request']:>13} {r['requests']:>8} {r['p50_ms']:>7.1f} "
                   f"{r['p95_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['names_per_s']:>9,.0f} "
-                  f"{r['names_per_s'] / reference:>11.0%}")
-        print(f"in-process Predictor: {reference:,.0f} names/s on the same names (after the server stopped)")
+                  f"{r['names_per_s'] / reference:>11.0%} {r['names_per_server_cpu_s']:>11,.0f} "
+                  f"{r['names_per_server_cpu_s'] / reference_per_cpu:>11.0%}")
+        print(f"in-process Predictor: {reference:,.0f} names/s, {reference_per_cpu:,.0f} names per CPU-second on "
+              "the same names (after the server stopped); the server's CPU-seconds are its HTTP process' and "
+              "model workers'")
         if args.hostile:
             print(f"{args.hostile:,} hostile requests of {len(refused)} kinds: "
                   + ("every one answered 4xx" if not not_4xx else f"NOT 4xx: {not_4xx}"))
