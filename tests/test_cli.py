@@ -32,6 +32,9 @@ def test_nameorigin_help_lists_every_subcommand(capsys):
     shown = capsys.readouterr().out
     assert all(f"  {name} " in shown for name in SUBCOMMANDS)
     assert sorted(command().commands) == sorted(SUBCOMMANDS)
+    assert nameorigin([]) == 0  # the command alone: the same list, not an error
+    alone = capsys.readouterr()
+    assert all(f"  {name} " in alone.out for name in SUBCOMMANDS) and alone.err == ""
 
 
 @pytest.mark.parametrize("name", SUBCOMMANDS)

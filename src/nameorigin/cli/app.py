@@ -93,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:
         if not (hasattr(error, "format_message") and hasattr(error, "exit_code")):  # Click's usage errors
             raise
+        if type(error).__name__ == "NoArgsIsHelpError":  # `nameorigin` alone: its help, as --help gives it
+            print(error.format_message())
+            return 0
         print(f"error: {error.format_message()}", file=sys.stderr)
         sys.exit(error.exit_code or 2)
     return result if isinstance(result, int) else 0
