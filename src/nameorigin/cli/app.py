@@ -30,9 +30,9 @@ NAMES_TOP_K, TABLE_TOP_K = 3, 1  # a list of names shows three labels each; a ta
 
 def option_parameter(field: Any, hint: Any) -> inspect.Parameter:
     """A PredictOptions field as a keyword parameter Typer reads as a flag (its help the field's)."""
-    help_text = field.metadata["help"]
-    if hint is bool:
-        flag = "--abstain/--no-abstain" if field.default else f"--{field.name.replace('_', '-')}"
+    help_text, dashed = field.metadata["help"], field.name.replace("_", "-")
+    if hint is bool:  # a switch; one that is on by default is turned off with --no-<name>
+        flag = f"--{dashed}/--no-{dashed}" if field.default else f"--{dashed}"
         return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default,
                                  annotation=Annotated[bool, typer.Option(flag, help=help_text)])
     kinds = [kind for kind in typing.get_args(hint) if kind is not type(None)] or [hint]
@@ -49,9 +49,9 @@ def option_parameter(field: Any, hint: Any) -> inspect.Parameter:
 
 
 def takes_options(names: tuple[str, ...] | None = None) -> Callable[[Callable], Callable]:
-    """A command that takes `options: PredictOptions` gets one flag per PredictOptions field (those in `names`),
-    read off the dataclass, and the options packed back into one PredictOptions (top_k left None: the command's
-    default)."""
+    """A command with an `options` parameter gets one flag per PredictOptions field (those in `names`), read off
+    the dataclass; the flags' values reach it as `options`, a dict that `predict_options` turns into one
+    PredictOptions with the command's default top_k."""
 
     def wrap(command: Callable) -> Callable:
         signature = inspect.signature(command, eval_str=True)

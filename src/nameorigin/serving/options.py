@@ -25,10 +25,10 @@ BATCH_SIZE = 1024  # names per forward pass: the fastest of 512/1024/2048 here (
 ESTIMATE = "estimate"
 
 
-def option(default: Any, help: str, request: bool = True, flag: str | None = None) -> Any:
+def option(default: Any, help: str, request: bool = True) -> Any:
     """A field of PredictOptions: `help` says what it does (the flag's help and the request field's description);
-    `request`: whether an HTTP request may set it; `flag`: the command's flag when not --<name>."""
-    return field(default=default, metadata={"help": help, "request": request, "flag": flag})
+    `request`: whether an HTTP request may set it."""
+    return field(default=default, metadata={"help": help, "request": request})
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class PredictOptions:
     explain: bool = option(False, "say why the top label: its score split into one contribution per character, "
                                   "per n-gram and for known-name evidence (a .ckpt only)")
     abstain: bool = option(True, "abstain on names out of the model's depth, when the model holds the rule (their "
-                                 "scores still given)", flag="--no-abstain")
+                                 "scores still given)")
     max_set_size: int | None = option(None, "with coverage: abstain when a name's prediction set holds more "
                                             "labels than this")
     # "uniform", "estimate", a JSON file of label -> share (not over HTTP), a mapping, or a tensor in label order.
