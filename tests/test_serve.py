@@ -169,3 +169,18 @@ def test_a_missing_model_and_a_bad_host_are_one_line_exit_2(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         nameorigin(["serve", "model.ckpt", "--host", "example.com"])
     assert exit_info.value.code == 2 and "'example.com' is not one of" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_serving_floor_benchmark_runs_and_counts_the_servers_cpu(tmp_path):
+    """benchmarks/serve_floor.py: LitServe around a model that answers nothing, loaded as serve_load loads ours."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    result = subprocess.run([sys.executable, "-m", "benchmarks.serve_floor"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    measured = json.loads(result.stdout)
+    assert measured["requests"] == 2000 and measured["names_per_s"] > 0 and measured["server_cpu_ms_per_request"] > 0
