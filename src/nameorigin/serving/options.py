@@ -106,14 +106,6 @@ class PredictOptions:
             return self
         return replace(self, prior=read_prior(self.prior, predictor.labels))
 
-    def changed(self) -> list[str]:
-        """The options set to other than their defaults, by name."""
-        return [f.name for f in fields(self) if not same(getattr(self, f.name), f.default)]
-
-
-def same(value: Any, default: Any) -> bool:
-    return value is default if isinstance(value, torch.Tensor) else value == default
-
 
 TABLE_OPTIONS = PredictOptions(top_k=1)  # a table's rows: the best label per row unless asked for more
 
