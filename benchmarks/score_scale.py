@@ -4,10 +4,14 @@ process, score it as `nameorigin predict --file --column` does, Parquet in and o
 scoring every row of its first rows on their own (the reference); report rows/s, distinct names and peak RSS,
 and check that grouping gives the reference's answers on a sample. With --ray N, the Parquet table is also scored
 through Ray Data on a local cluster of this machine's cores (N actors), and its output compared with the
-single-process Parquet output row by row. With --composition, `--composition` is timed on the Parquet table.
+single-process Parquet output row by row. With --composition, `--composition` is timed on the Parquet table. With
+--bf16, the Parquet table is also scored with precision=bf16 and compared with float32 row by row. --repeat N runs
+every contender N times, interleaved, and reports each one's median round. "outside forward" is the share of the
+wall time not spent in the model's forward passes.
 
   python -m benchmarks.score_scale refit.ckpt                   # 10M rows, a 1M-row reference slice, 200k checked
   python -m benchmarks.score_scale refit.ckpt --rows 1000000 --slice 100000 --check 20000 --ray 2 --composition
+  python -m benchmarks.score_scale refit.ckpt --bf16 --repeat 3
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -78,10 +83,28 @@ def measure(spec: dict) -> dict:
     from nameorigin.serving.table import predict_table
 
     predictor = Predictor.load(spec["checkpoint"])
+    forward = timed(predictor)
     start = time.perf_counter()
-    summary = predict_table(predictor, spec["source"], "surname", spec["out"], distinct=spec["distinct"])
+    summary = predict_table(predictor, spec["source"], "surname", spec["out"], distinct=spec["distinct"],
+                            precision=spec.get("precision", "float32"))
     seconds = time.perf_counter() - start
-    return {"rows": summary.rows, "names": summary.names, "seconds": seconds, "peak_rss_gb": peak_rss_gb()}
+    return {"rows": summary.rows, "names": summary.names, "seconds": seconds, "forward_seconds": forward[0],
+            "peak_rss_gb": peak_rss_gb()}
+
+
+def timed(predictor: Any) -> list[float]:
+    """Seconds spent in the model's forward passes (Predictor.probabilities) from now on, in a one-item list."""
+    spent, forward = [0.0], predictor.probabilities
+
+    def probabilities(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return forward(*args, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - start
+
+    predictor.probabilities = probabilities
+    return spent
 
 
 def measure_composition(spec: dict) -> dict:
@@ -125,13 +148,18 @@ def measure_ray(spec: dict) -> dict:
 
 
 def same_as_single_process(ray_out: Path, single: Path) -> dict:
-    """Ray's output (a folder of Parquet files, put in person_id order) against the single-process Parquet output:
-    every column equal but the probabilities, which may differ by float rounding (up to 1e-6)."""
+    """Ray's output (a folder of Parquet files, put in person_id order) or another scored file against the
+    single-process Parquet output: every column equal but the probabilities, which may differ by float rounding
+    (up to 1e-6), and how often the best label agrees."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    ours = pa.concat_tables([pq.read_table(path) for path in ray_out.glob("*.parquet")]).sort_by("person_id")
+    files = sorted(ray_out.glob("*.parquet")) if ray_out.is_dir() else [ray_out]
+    ours = pa.concat_tables([pq.read_table(path) for path in files]).sort_by("person_id")
     theirs = pq.read_table(single)
+    label = theirs.column_names[2]
+    agreement = float(np.mean(ours.column(label).to_numpy(zero_copy_only=False)
+                              == theirs.column(label).to_numpy(zero_copy_only=False)))
     gap, differing = 0.0, [] if ours.num_rows == theirs.num_rows else ["rows"]
     for name in theirs.column_names if not differing else []:
         a, b = (t.column(name).to_numpy(zero_copy_only=False) for t in (ours, theirs))
@@ -139,7 +167,8 @@ def same_as_single_process(ray_out: Path, single: Path) -> dict:
             gap = max(gap, float(np.nanmax(np.abs(a.astype(float) - b.astype(float)), initial=0.0)))
         elif not (a == b).all():
             differing.append(name)
-    return {"rows": theirs.num_rows, "max_probability_gap": gap, "differing_columns": differing}
+    return {"rows": theirs.num_rows, "max_probability_gap": gap, "differing_columns": differing,
+            "label_agreement": agreement}
 
 
 def peak_rss_gb() -> float:
@@ -194,6 +223,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "extra; default 0: not at all)")
     parser.add_argument("--composition", action="store_true",
                         help="also time --composition (each label's share with intervals) on the Parquet table")
+    parser.add_argument("--bf16", action="store_true",
+                        help="also score the Parquet table with precision=bf16 (the recurrent products in bfloat16)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds of every contender, interleaved; each figure is its median (default 1)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # the child process: JSON of one contender
     args = parser.parse_args(argv)
@@ -220,22 +253,27 @@ def main(argv: list[str] | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     paths = write_people(folder, args.rows, args.slice, args.seed)
     specs = {"parquet": (paths["parquet"], folder / "scored.parquet", True),
+             "parquet_bf16": (paths["parquet"], folder / "scored_bf16.parquet", True),
              "csv": (paths["csv"], folder / "scored.csv", True),
              "every_row": (paths["slice"], folder / "scored_every_row.parquet", False)}
-    results = {}
-    contenders = [*CONTENDERS, *(["ray"] if args.ray else []), *(["composition"] if args.composition else [])]
+    rounds: dict[str, list[dict]] = {}
+    contenders = [*CONTENDERS, *(["parquet_bf16"] if args.bf16 else []), *(["ray"] if args.ray else []),
+                  *(["composition"] if args.composition else [])]
     specs["composition"] = (paths["parquet"], folder / "unused", True)
     specs["ray"] = (paths["parquet"], folder / "scored_ray", True)
-    for contender in contenders:
+    for contender in [contender for _ in range(args.repeat) for contender in contenders]:
         source, out, distinct = specs[contender]
         spec = {"checkpoint": args.checkpoint, "source": str(source), "out": str(out), "distinct": distinct,
-                "ray": args.ray if contender == "ray" else 0, "composition": contender == "composition"}
+                "ray": args.ray if contender == "ray" else 0, "composition": contender == "composition",
+                "precision": "bf16" if contender == "parquet_bf16" else "float32"}
         child = subprocess.run([sys.executable, "-m", "benchmarks.score_scale", "--measure", json.dumps(spec)],
                                capture_output=True, text=True, env=clone_env())
         if child.returncode:
             print(child.stderr.strip().splitlines()[-1] if child.stderr.strip() else "failed", file=sys.stderr)
             return child.returncode
-        results[contender] = json.loads(child.stdout.strip().splitlines()[-1])
+        rounds.setdefault(contender, []).append(json.loads(child.stdout.strip().splitlines()[-1]))
+    results = {contender: sorted(runs, key=lambda run: run["seconds"])[len(runs) // 2] for contender, runs in
+               rounds.items()}  # the median round
     check = same_answers(args.checkpoint, paths["parquet"], args.check, folder)
     ray_check = same_as_single_process(specs["ray"][1], specs["parquet"][1]) if args.ray else None
     if args.json:
@@ -243,14 +281,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     reference = results["every_row"]["rows"] / results["every_row"]["seconds"]
     print(f"{'contender':<28} {'rows':>11} {'names scored':>13} {'seconds':>8} {'rows/s':>10} {'× every row':>12} "
-          f"{'peak RSS':>9}")
-    labels = {"parquet": "Parquet in and out", "csv": "CSV in and out", "every_row": "every row (Parquet slice)",
+          f"{'peak RSS':>9} {'outside forward':>16}")
+    labels = {"parquet": "Parquet in and out", "parquet_bf16": "Parquet, precision=bf16", "csv": "CSV in and out",
+              "every_row": "every row (Parquet slice)",
               "ray": f"Ray Data, {args.ray} actors", "composition": "--composition (Parquet)"}
     for contender, result in results.items():
         speed = result["rows"] / result["seconds"]
         names = "-" if result["names"] is None else f"{result['names']:,}"
+        outside = "-" if "forward_seconds" not in result else f"{1 - result['forward_seconds'] / result['seconds']:.0%}"
         print(f"{labels[contender]:<28} {result['rows']:>11,} {names:>13} {result['seconds']:>8.1f} "
-              f"{speed:>10,.0f} {speed / reference:>11.1f}× {result['peak_rss_gb']:>7.2f} GB")
+              f"{speed:>10,.0f} {speed / reference:>11.1f}× {result['peak_rss_gb']:>7.2f} GB {outside:>16}")
     if args.composition:
         print(f"--composition: {results['composition']['seconds'] / results['parquet']['seconds']:.2f}× the "
               f"Parquet scoring time ({', '.join(results['composition']['methods'])})")
@@ -265,6 +305,10 @@ def main(argv: list[str] | None = None) -> int:
     same = "same" if not check["differing_columns"] else f"DIFFERENT in {', '.join(check['differing_columns'])}"
     print(f"first {check['rows']:,} rows scored both ways: labels, sets and abstentions {same}; largest "
           f"probability gap {check['max_probability_gap']:.1e}")
+    if args.bf16:
+        low = same_as_single_process(specs["parquet_bf16"][1], specs["parquet"][1])
+        print(f"precision=bf16 against float32 on all {low['rows']:,} rows: best label the same on "
+              f"{low['label_agreement']:.4%}, largest probability gap {low['max_probability_gap']:.1e}")
     checks = [check, *([ray_check] if ray_check else [])]
     return 0 if all(not c["differing_columns"] and c["max_probability_gap"] <= 1e-6 for c in checks) else 1
 

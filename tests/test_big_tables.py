@@ -48,6 +48,19 @@ def write_parquet(path: Path, cells: list, **extra) -> Path:
     return path
 
 
+def test_a_columns_keys_made_by_pyarrow_are_the_keys_of_each_cell():
+    """The vectorized keying (ASCII trimmed by pyarrow, the rest by normalize_name) gives cell_key of every cell:
+    white space Python strips that pyarrow's default would not, markers only as written, nulls, accents."""
+    from nameorigin.serving.distinct import cell_key, tagged_keys, untag
+
+    cells = ["Smith", " Smith ", "\x1cSmith\x1f", "\tO'Neill\n", "NaN", " NaN", "nan", "NULL", None, "", "  ",
+             "Kanémoto", " Kanémoto\u00a0", "\ufeffBom", "李", "Ünal", "Zzqx", "x" * 80]
+    for normalize in ("ascii", "none"):
+        for markers in (True, False):
+            keys = untag(tagged_keys(pa.array(cells, pa.string()), normalize, markers).to_pylist())
+            assert keys == [cell_key(cell, normalize, markers) for cell in cells], (normalize, markers)
+
+
 @pytest.mark.slow
 def test_each_distinct_name_scored_once_gives_every_rows_answers(checkpoint, trained, tmp_path):
     """200,000 rows, Parquet in and out: labels, sets and abstentions equal, probabilities within 1e-6."""

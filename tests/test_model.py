@@ -259,6 +259,28 @@ def test_ngram_ids_count_every_window_and_ignore_padding():
     assert sorted(again[real_again].tolist()) == sorted(ids[1][real[1]].tolist())
 
 
+def test_ngram_ids_are_the_hash_of_each_window_as_defined():
+    """Each n follows from n - 1 in one step; the ids must still be the stated hash of each window, so a model
+    trained before keeps its buckets: code_n = (n base^n + sum_o x_o base^(n-1-o)) mod PRIME, then mod buckets."""
+    from nameorigin.model.ngram import PRIME, ngram_ids
+
+    vocab, max_n, buckets = 12, 4, 1000
+    tokens, lengths = batch(vocab=vocab, lengths=(7, 3, 1))
+    ids, real = ngram_ids(tokens, lengths, vocab, max_n, buckets)
+    base, windows = vocab + 2, tokens.shape[1] + 2
+    for row, length in enumerate(lengths.tolist()):
+        framed = [vocab, *tokens[row, :length].tolist(), vocab + 1]
+        expected = set()
+        for n in range(1, max_n + 1):
+            for i in range(len(framed) - n + 1):
+                code = n
+                for x in framed[i : i + n]:
+                    code = (code * base + x) % PRIME
+                expected.add((n, i, code % buckets))
+        found = {(k // windows + 1, k % windows, int(ids[row, k])) for k in real[row].nonzero().flatten().tolist()}
+        assert found == expected
+
+
 def test_ngram_head_adds_to_logits_and_eval_applies_the_decision_layer():
     torch.manual_seed(0)
     model = char_rnn(12, 5, hidden_size=8, embedding_dim=4, ngram_buckets=64, ngram_max=3)

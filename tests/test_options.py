@@ -23,6 +23,7 @@ from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, option_fie
     ({"coverage": 0.9, "max_set_size": 0}, "max_set_size 0 must be a whole number, at least 1"),
     ({"coverage": 0.9, "prior": "uniform"}, "prior replaces: drop one of them"),
     ({"prior": 3}, "prior must be 'uniform', 'estimate', a JSON file or label -> share, not int"),
+    ({"precision": "fp16"}, "precision 'fp16' is not one of float32, bf16"),
 ])
 def test_each_refusal_names_the_option(settings, message):
     with pytest.raises(UserError, match=None) as refused:
@@ -152,3 +153,25 @@ def test_the_labels_option_refuses_what_it_cannot_answer():
                               ({"labels": [3]}, "labels must be a list of the model's labels")]:
         with pytest.raises(UserError, match=message):
             PredictOptions(**settings)
+
+
+def test_precision_bf16_keeps_the_answers_and_only_a_checkpoints_loop_takes_it(restricted, tmp_path):
+    """bf16 takes the recurrent products in bfloat16: the probabilities move (it ran), by little, the labels stay;
+    an exported program cannot carry it and says so in one line."""
+    import torch
+
+    from nameorigin.cli.export import export
+    from nameorigin.serving.predict import Predictor
+
+    path, predictor, _, names, full = restricted
+    low = predictor.predict(names, top_k=len(predictor.labels), abstain=False, precision="bf16")
+    gaps = [abs(p - dict(b.predictions)[label]) for a, b in zip(low, full, strict=True) for label, p in a.predictions]
+    assert 0 < max(gaps) < 0.01
+    assert [a.predictions[0][0] for a in low] == [b.predictions[0][0] for b in full]
+    assert predictor.net.product_dtype is None  # set for the call only
+    encoded = predictor.encode_many(names)[:2]
+    assert torch.equal(predictor.probabilities(encoded), predictor.probabilities(encoded, precision="float32"))
+    export(path, out=tmp_path / "model", formats="onnx")
+    exported = Predictor.load(tmp_path / "model.onnx")
+    with pytest.raises(UserError, match="precision bf16 runs in the checkpoint's own single-layer loop"):
+        exported.predict(names[:2], precision="bf16")

@@ -184,8 +184,7 @@ def answered(predictor: Predictor, names: list[str], batch_size: int = BATCH_SIZ
         if use_rule:
             from nameorigin.serving.abstain import abstentions
 
-            verdicts = abstentions(predictor, good, energy, None, None, batch_size)
-            abstained[rows.numpy()] = [code is not None for code, _ in verdicts]
+            abstained[rows.numpy()] = abstentions(predictor, good, energy, None, None, batch_size).abstained
     return probs, usable, abstained
 
 

@@ -91,8 +91,8 @@ def evaluate(predictor: Predictor, root: str | Path, batch_size: int = BATCH_SIZ
     accuracy, macro_f1, f1, confusion = scores(truth, preds, k)
     # Which test names abstain, as predict() decides it (an unusable name too), from this one forward pass.
     abstained = None if energy is None else torch.tensor(
-        [error is not None or code is not None for (_, error), (code, _) in
-         zip(encoded, abstentions(predictor, padded, energy, None, None, batch_size), strict=True)])
+        [error is not None for _, error in encoded]) | torch.from_numpy(
+        abstentions(predictor, padded, energy, None, None, batch_size).abstained)
     result = {"size": len(test), "accuracy": accuracy, "macro_f1": macro_f1,
               **ranked_scores(probs, truth, calibration),
               "per_label": label_report(probs, truth, predictor.labels,

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from nameorigin.model.cells.base import CellSpec
+from nameorigin.model.cells.base import CellSpec, recurrent_product
 
 
 def _forward(cell: CellSpec, gi: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor | None,
@@ -69,7 +69,8 @@ def _backward(cell: CellSpec, grad_h: torch.Tensor, hs: torch.Tensor, acts: torc
 
 @torch.no_grad()
 def final_state(cell: CellSpec, table: torch.Tensor, tokens: torch.Tensor, weight_hh: torch.Tensor,
-                bias_hh: torch.Tensor, batch_sizes: list[int]) -> torch.Tensor:
+                bias_hh: torch.Tensor, batch_sizes: list[int],
+                product_dtype: torch.dtype | None = None) -> torch.Tensor:
     """Inference only: the same recurrence with nothing kept for a backward, updating the state in place.
     table: [vocab, G*H], each character's x W_ih^T + b_ih; tokens: [T, B] time-major, rows sorted longest first,
     so rows past batch_sizes[t] have finished and already hold their final h.
@@ -78,7 +79,8 @@ def final_state(cell: CellSpec, table: torch.Tensor, tokens: torch.Tensor, weigh
     (elementwise work on column slices of one [n, G*H] block is slower); each step gathers its rows of the table
     into buffers allocated once per call (allocating per step costs page faults); every tanh is
     2 sigmoid(2x) - 1, the doubling folded into the table and weights once (torch's CPU tanh costs more than its
-    sigmoid). The bias_hh of the gates that see gi + gh joins the table; the others' goes to the cell's step."""
+    sigmoid). The bias_hh of the gates that see gi + gh joins the table; the others' goes to the cell's step.
+    `product_dtype` (bfloat16): the recurrent products in that precision, the state and gates in the table's."""
     hidden = weight_hh.shape[1]
     gates, batch = weight_hh.shape[0] // hidden, tokens.shape[1]
     scale = table.new_ones(gates, hidden)
@@ -88,6 +90,8 @@ def final_state(cell: CellSpec, table: torch.Tensor, tokens: torch.Tensor, weigh
     summed[list(cell.summed_gates)] = True
     tables = ((table.view(-1, gates, hidden) + bias_hh * summed) * scale).transpose(0, 1).contiguous()  # [G, V, H]
     weights_t = (weight_hh.view(gates, hidden, hidden) * scale[:, :, None]).transpose(1, 2)  # W_k^T per gate
+    if product_dtype is not None:
+        weights_t = weights_t.to(product_dtype)
     step_bias = bias_hh * scale * ~summed  # for the gates outside summed_gates, which the cell's step adds
     pre, scratch = table.new_empty(gates, batch, hidden), table.new_empty(batch, hidden)
     h = table.new_zeros(batch, hidden)
@@ -97,7 +101,7 @@ def final_state(cell: CellSpec, table: torch.Tensor, tokens: torch.Tensor, weigh
         for k in range(gates):
             torch.index_select(tables[k], 0, rows, out=gate[k])
             if t and k in cell.summed_gates:
-                gate[k].addmm_(h_prev, weights_t[k])
+                recurrent_product(h_prev, weights_t[k], None, gate[k])
         cell.inference_step(t, gate, h_prev, None if c is None else c[:n], scratch[:n], weights_t, step_bias)
     return h
 

@@ -107,6 +107,7 @@ class CharRNN(nn.Module):
         self.register_buffer("logit_offset", torch.zeros(num_classes))
         self.register_buffer("temperature", torch.ones(()))
         self.capture: dict[str, StepCapture] | None = None  # by cell name, after a forward with capture=True
+        self.product_dtype: torch.dtype | None = None  # inference's recurrent products in bf16 (Predictor precision)
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False,
                 one_length: bool = False) -> torch.Tensor:
@@ -169,7 +170,7 @@ class CharRNN(nn.Module):
             table = self.projection_table(cell, cell.bias_ih)
             reading = self.reading(ordered, ordered_lengths, name)
             states.append(final_state(cell.spec, table, reading.t(), cell.weight_hh, cell.bias_hh,
-                                      batch_sizes)[unsort])
+                                      batch_sizes, self.product_dtype)[unsort])
         return states[0] if len(states) == 1 else torch.cat(states, dim=-1)
 
     def readout(self, h: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -29,11 +29,12 @@ def ngram_ids(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, max_
     position = torch.arange(framed.shape[1], device=tokens.device)
     framed = torch.where(position[None, :] == (lengths + 1)[:, None], torch.full_like(framed, end), framed)
     windows = steps + 2
+    # The n-gram at i hashes as code_n(i) = (n base^n + sum_o x_{i+o} base^(n-1-o)) mod PRIME, so each n follows
+    # from n - 1 in one step: code_n(i) = code_{n-1}(i) base + x_{i+n-1} + base^n (mod PRIME).
     ids, real = [], []
+    code = torch.zeros((batch, windows), dtype=torch.long, device=tokens.device)
     for n in range(1, max_n + 1):
-        code = torch.full((batch, windows), n, dtype=torch.long, device=tokens.device)
-        for offset in range(n):
-            code = (code * base + framed[:, offset : offset + windows]) % PRIME
+        code = (code * base + framed[:, n - 1 : n - 1 + windows] + pow(base, n, PRIME)) % PRIME
         ids.append(code % buckets)
         real.append(position[None, :windows] + n <= (lengths + 2)[:, None])  # the window ends at or before `end`
     return torch.cat(ids, dim=1), torch.cat(real, dim=1)

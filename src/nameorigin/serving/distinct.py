@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-from nameorigin.base.tables import is_missing
+from nameorigin.base.tables import MISSING_MARKERS, is_missing
 from nameorigin.base.textnorm import normalize_name
-from nameorigin.serving.abstain import UNUSABLE
+from nameorigin.serving.answers import Answers
 from nameorigin.serving.options import BATCH_SIZE, PredictOptions
-from nameorigin.serving.predict import Prediction, Predictor
+from nameorigin.serving.predict import Predictor
 from nameorigin.serving.progress import Progress
 
 SCORE_CHUNK = 65_536  # distinct names predicted at a time: the answers' memory stays flat
@@ -31,6 +32,35 @@ def cell_key(cell: object, normalize: str, markers: bool = True) -> str | tuple[
     if markers and is_missing(cell):
         return (cell,)
     return normalize_name(str(cell), normalize)
+
+
+ASCII_SPACE = " \t\n\x0b\x0c\r\x1c\x1d\x1e\x1f"  # what str.strip() takes off an ASCII string
+
+
+def tagged_keys(cells: Any, normalize: str, markers: bool = True) -> Any:
+    """cell_key of every cell of a pyarrow string array, as one string array: "n" + the normalized name, or "m" +
+    the missing-value marker (untag() gives the keys). ASCII cells are trimmed by pyarrow; the rest go through
+    normalize_name itself, so a key is the same whichever way it was made."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cells = cells.fill_null("")
+    names = pc.ascii_trim(cells, ASCII_SPACE)
+    other = np.flatnonzero(~pc.string_is_ascii(cells).to_numpy(zero_copy_only=False))
+    if len(other):
+        mask = np.zeros(len(cells), dtype=bool)
+        mask[other] = True
+        fixed = [normalize_name(cell, normalize) for cell in cells.take(pa.array(other)).to_pylist()]
+        names = pc.replace_with_mask(names, pa.array(mask), pa.array(fixed, pa.string()))
+    tagged = pc.binary_join_element_wise("n", names, "")
+    if not markers:
+        return tagged
+    is_marker = pc.is_in(cells, value_set=pa.array(sorted(MISSING_MARKERS), pa.string()))
+    return pc.if_else(is_marker, pc.binary_join_element_wise("m", cells, ""), tagged)
+
+
+def untag(tagged: Sequence[str]) -> list[str | tuple[str]]:
+    return [text[1:] if text[0] == "n" else (text[1:],) for text in tagged]
 
 
 @dataclass
@@ -58,21 +88,22 @@ class DistinctNames:
 
 
 def score(predictor: Predictor, keys: Sequence[str | tuple[str]], options: PredictOptions,
-          progress: Progress | None = None) -> list[Prediction]:
-    """One answer per key (cell_key), in order: a name's prediction, or a marker's unusable-input answer. The
-    prior must be fixed here (a tensor, "uniform" or a file): an estimate is the caller's, over all rows."""
+          progress: Progress | None = None) -> Answers:
+    """The answers to `keys` (cell_key), in order, as columns: a name's prediction, or a marker's unusable-input
+    answer. The prior must be fixed here (a tensor, "uniform" or a file): an estimate is the caller's, over all
+    rows."""
     options = options.for_model(predictor)  # a prior file read once, not once a chunk
-    real = [j for j, key in enumerate(keys) if isinstance(key, str)]
-    answers: list[Prediction | None] = [None] * len(keys)
-    for start in range(0, len(real), SCORE_CHUNK):
-        rows = real[start : start + SCORE_CHUNK]
-        block = predictor.predict([keys[j] for j in rows], options)
+    names = [key if isinstance(key, str) else key[0] for key in keys]
+    markers = np.array([not isinstance(key, str) for key in keys], dtype=bool)
+    parts = []
+    for start in range(0, len(keys), SCORE_CHUNK):
+        block = ["" if marker else name for name, marker in
+                 zip(names[start : start + SCORE_CHUNK], markers[start : start + SCORE_CHUNK], strict=True)]
+        parts.append(predictor.answer(block, options))
         if progress is not None:
-            progress.advance(len(rows))
-        for j, answer in zip(rows, block, strict=True):
-            answers[j] = answer
-    for j, key in enumerate(keys):
-        if not isinstance(key, str):
-            reason = f"missing-value marker {key[0]!r}"
-            answers[j] = Prediction(key[0], [], reason, reason_code=UNUSABLE, reason=reason)
+            progress.advance(len(block))
+    answers = Answers.concat(parts) if parts else predictor.answer([], options)
+    answers.names = names
+    rows = np.flatnonzero(markers)
+    answers.refuse(rows, [f"missing-value marker {names[row]!r}" for row in rows])
     return answers

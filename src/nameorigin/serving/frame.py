@@ -23,7 +23,7 @@ from nameorigin.base.extras import require_extra
 from nameorigin.serving.distinct import DistinctNames, score
 from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
 from nameorigin.serving.predict import Predictor
-from nameorigin.serving.schema import column_kinds, table_columns, typed_columns
+from nameorigin.serving.schema import answer_columns, column_kinds, table_columns
 
 
 def predict_frame(frame: Any, column: str, predictor: Predictor | str, options: PredictOptions | None = None,
@@ -34,6 +34,7 @@ def predict_frame(frame: Any, column: str, predictor: Predictor | str, options: 
     `markers`: a cell spelling a missing value ("NaN", "NULL", ...) gets the unusable-input answer, as the table
     command gives it; off by default, since pandas has already read such cells of a CSV as missing."""
     pd = require_extra("pandas", "frame", "predict_frame")
+    import pyarrow as pa
     if not isinstance(frame, pd.DataFrame):
         raise UserError(f"predict_frame takes a pandas DataFrame, not {type(frame).__name__}")
     if column not in frame.columns:
@@ -53,8 +54,9 @@ def predict_frame(frame: Any, column: str, predictor: Predictor | str, options: 
     entry = dict(zip(names, groups.answer_of.tolist(), strict=True))
     rows = np.array([entry["" if is_blank else str(cell)] for cell, is_blank in zip(cells, blank, strict=True)],
                     dtype=np.int64)
-    typed = typed_columns(answers, shape)
-    added = pd.DataFrame({name: pd.Series(values, dtype=float if kind is float else bool if kind is bool else object)
-                          .take(rows).to_numpy() for name, kind, values in
-                          zip(table_columns(shape), column_kinds(shape), typed, strict=True)}, index=frame.index)
+    taken = pa.array(rows)
+    added = pd.DataFrame({name: values.take(taken).to_numpy(zero_copy_only=False).astype(
+                          float if kind is float else bool if kind is bool else object) for name, kind, values in
+                          zip(table_columns(shape), column_kinds(shape), answer_columns(answers, shape), strict=True)},
+                         index=frame.index)
     return pd.concat([frame, added], axis=1)

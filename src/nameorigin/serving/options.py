@@ -21,6 +21,7 @@ from nameorigin.serving.prior import read_prior
 if TYPE_CHECKING:
     from nameorigin.serving.predict import Predictor
 
+PRECISIONS = {"float32": None, "bf16": torch.bfloat16}  # the recurrent products' dtype (None: the weights' own)
 BATCH_SIZE = 1024  # names per forward pass: the fastest of 512/1024/2048 here (GRU 256, 2 CPU threads)
 ESTIMATE = "estimate"
 
@@ -52,12 +53,16 @@ class PredictOptions:
                                                 "line): the probabilities renormalized over them, for names known "
                                                 "to come from a few of the model's labels")
     batch_size: int = option(BATCH_SIZE, "names per forward pass", request=False)
+    precision: str = option("float32", "float32, or bf16: the recurrent products in bfloat16, the state kept in "
+                                       "float32 (a .ckpt only; its cost in docs/speed.md)", request=False)
 
     def __post_init__(self) -> None:
         for name in ("top_k", "batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UserError(f"{name} {value!r} must be a whole number, at least 1")
+        if self.precision not in PRECISIONS:
+            raise UserError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
         if self.coverage is not None and (isinstance(self.coverage, bool) or not isinstance(self.coverage, int | float)
                                           or not 0 < self.coverage < 1):
             raise UserError(f"coverage {self.coverage!r} must be a level between 0 and 1, such as 0.9")
@@ -96,6 +101,9 @@ class PredictOptions:
         ("estimate" stays: it comes from the names)."""
         if self.explain and not predictor.explains:
             raise UserError("explain reads the model's own layers: pass the .ckpt, not an exported program")
+        if self.precision != "float32" and not predictor.runs_own_loop:
+            raise UserError(f"precision {self.precision} runs in the checkpoint's own single-layer loop: score with "
+                            "a one-layer .ckpt, or drop precision")
         if self.coverage is not None:
             predictor.set_threshold(self.coverage)
         unknown = [label for label in self.labels or () if label not in predictor.labels]

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from nameorigin.base.checkpoint_io import load_checkpoint
@@ -23,37 +25,16 @@ from nameorigin.model.calibration import level_key, prediction_sets
 from nameorigin.model.charrnn import CharRNN, batch_tokens, net_from_checkpoint
 from nameorigin.model.explain import NameExplanation, explain_names
 from nameorigin.model.novelty import CharTrigrams
-from nameorigin.serving.abstain import UNUSABLE, abstentions
+from nameorigin.serving.abstain import UNUSABLE, Verdicts, abstentions
+from nameorigin.serving.answers import Answers, Prediction, scattered
 from nameorigin.serving.export import ExportedNet
-from nameorigin.serving.options import BATCH_SIZE, PredictOptions, options_of
+from nameorigin.serving.options import BATCH_SIZE, PRECISIONS, PredictOptions, options_of
 from nameorigin.serving.prior import check_estimable, estimate_prior, reweight
-from nameorigin.serving.schema import OutputOptions, as_json
+from nameorigin.serving.schema import OutputOptions
 
 NO_USABLE_CHARACTER, NO_KNOWN_CHARACTER = "no usable character after normalization", "no character the model knows"
 TOO_LONG = f"longer than {MAX_NAME_LENGTH} characters: not one name"
 EXPORTED_SUFFIXES = (".pt2", ".onnx")
-
-@dataclass(slots=True)
-class Prediction:
-    name: str
-    predictions: list[tuple[str, float]] = field(default_factory=list)  # (language, probability), best first
-    error: str | None = None
-    prediction_set: list[str] | None = None  # with a coverage level: the conformal set, most probable first
-    label_names: dict[str, str] | None = None  # a country model's ISO code -> country name
-    label_key: str = "language"  # what a label is called (data.label_name): the JSON key
-    explanation: NameExplanation | None = None  # with explain=True: why the top label
-    # Why it abstains (the scores stay): unusable_input, unknown_characters, out_of_distribution or large_set.
-    reason_code: str | None = None
-    reason: str | None = None
-
-    @property
-    def abstained(self) -> bool:
-        return self.reason_code is not None
-
-    def as_dict(self) -> dict:
-        """The JSON answer: every field of the prediction schema that this answer holds (serving/schema.py)."""
-        return as_json(self)
-
 
 class Predictor:
     """Batched top-k language prediction for names, with calibrated probabilities and prediction sets when the
@@ -149,26 +130,48 @@ class Predictor:
 
     @torch.inference_mode()
     def probabilities(self, encoded: Sequence[Sequence[int]] | tuple[torch.Tensor, torch.Tensor],
-                      batch_size: int = BATCH_SIZE, energy: torch.Tensor | None = None) -> torch.Tensor:
+                      batch_size: int = BATCH_SIZE, energy: torch.Tensor | None = None,
+                      precision: str = "float32") -> torch.Tensor:
         """Softmax over languages for pre-encoded names (lists of indices, or encode_many's padded tokens and
         lengths), batched by similar length; with `energy` (a tensor, one per name), also the logsumexp of each
-        name's decided logits, written into it."""
+        name's decided logits, written into it. `precision` (PredictOptions.precision): bf16 takes the recurrent
+        products in bfloat16."""
         tokens, lengths = encoded if isinstance(encoded, tuple) else batch_tokens(encoded, torch.device("cpu"))
         out = torch.empty(len(lengths), len(self.labels))
         order = torch.argsort(lengths, stable=True)
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            width = int(lengths[rows[-1]])  # sorted: the batch's longest is its last
-            logits = self.net(tokens[rows, :width].to(self.device, torch.long), lengths[rows].to(self.device)).float()
-            out[rows] = (logits * self.undo_temperature).softmax(-1).cpu()
-            if energy is not None:
-                energy[rows] = logits.logsumexp(-1).cpu()
+        with self.products_in(precision):
+            for start in range(0, len(order), batch_size):
+                rows = order[start : start + batch_size]
+                width = int(lengths[rows[-1]])  # sorted: the batch's longest is its last
+                logits = self.net(tokens[rows, :width].to(self.device, torch.long),
+                                  lengths[rows].to(self.device)).float()
+                out[rows] = (logits * self.undo_temperature).softmax(-1).cpu()
+                if energy is not None:
+                    energy[rows] = logits.logsumexp(-1).cpu()
         return out
+
+    @contextmanager
+    def products_in(self, precision: str) -> Iterator[None]:
+        """The recurrent products in `precision` (PredictOptions.precision) for the forward passes inside."""
+        if precision == "float32":
+            yield
+            return
+        self.net.product_dtype = PRECISIONS[precision]
+        try:
+            yield
+        finally:
+            self.net.product_dtype = None
 
     @property
     def explains(self) -> bool:
         """Whether it can say why (explain): it reads the model's own layers, which an exported program hides."""
         return isinstance(self.net, CharRNN)
+
+    @property
+    def runs_own_loop(self) -> bool:
+        """Whether its forward is the in-place inference loop (nameorigin.model.bptt.final_state), which alone can
+        take its products in another precision: a one-layer .ckpt, not an exported program."""
+        return isinstance(self.net, CharRNN) and len(self.net.layer_names) == 1
 
     def output_options(self, options: PredictOptions) -> OutputOptions:
         """The shape of the answers to `options`: what decides the columns and fields of every output."""
@@ -180,39 +183,44 @@ class Predictor:
         out of the model's depth comes back abstained with its reason, its scores still given
         (nameorigin.serving.abstain). `prior`: the target population's label shares, "uniform" or "estimate"
         (nameorigin.serving.prior). `options` (a PredictOptions), or its fields as keywords."""
+        return self.answer(names, options, **settings).predictions(self.label_names, self.label_name)
+
+    def answer(self, names: Iterable[str], options: PredictOptions | None = None, **settings: Any) -> Answers:
+        """predict()'s answers as columns (nameorigin.serving.answers): no Python object per name."""
         options = options_of(options, settings).for_model(self)
         threshold = None if options.coverage is None else self.set_threshold(options.coverage)
         names = list(names)
-        tokens, lengths, errors = self.encode_many(names)
-        answered = torch.tensor([row for row, error in enumerate(errors) if error is None], dtype=torch.long)
-        good, any_good = (tokens[answered], lengths[answered]), len(answered) > 0
+        tokens, lengths, error_list = self.encode_many(names)
+        errors = np.array([*error_list, None], dtype=object)[:-1]
+        answered = np.flatnonzero(np.equal(errors, None))
+        rows = torch.from_numpy(answered)
+        good, any_good = (tokens[rows], lengths[rows]), len(answered) > 0
         abstain = options.abstain and any_good and bool(self.abstention)
         energy = torch.empty(len(answered)) if abstain else None
-        probs = self.probabilities(good, options.batch_size, energy)
+        probs = self.probabilities(good, options.batch_size, energy, options.precision)
         if options.prior is not None and (any_good or options.estimates_prior):
             probs = self.reweighted(probs, options.prior)
         why = None
         if options.explain and any_good:
             codes = [row[:n].tolist() for row, n in zip(good[0], good[1].tolist(), strict=True)]
-            why = iter(self.explain_encoded(codes, [normalize_name(names[row], self.normalize)
-                                                    for row in answered.tolist()], options.batch_size))
+            why = self.explain_encoded(codes, [normalize_name(names[row], self.normalize) for row in answered.tolist()],
+                                       options.batch_size)
         if options.labels:
             probs = self.restricted(probs, options.labels)
         top = probs.topk(min(options.top_k, len(options.labels or self.labels)), dim=-1)
-        ranked = ranked_rows(top.values, top.indices, self.labels)
-        sets = self._sets(probs, threshold) if threshold is not None and any_good else None
-        verdicts = abstentions(self, good, energy, sets, options.max_set_size, options.batch_size) if abstain \
-            else None
-        results, row = [], 0
-        for name, error in zip(names, errors, strict=True):
-            if error is not None:
-                results.append(Prediction(name, [], error, reason_code=UNUSABLE, reason=error))
-                continue
-            code, reason = verdicts[row] if verdicts is not None else (None, None)
-            results.append(Prediction(name, ranked[row], None, None if sets is None else sets[row], self.label_names,
-                                      self.label_name, None if why is None else next(why), code, reason))
-            row += 1
-        return results
+        top_index = np.full((len(names), options.top_k), -1, dtype=np.int64)
+        top_probability = np.full((len(names), options.top_k), np.nan)
+        top_index[answered, : top.indices.shape[1]] = top.indices.numpy()
+        top_probability[answered, : top.indices.shape[1]] = top.values.double().numpy()
+        sets, set_sizes = (self._sets(probs, threshold) if threshold is not None and any_good else (None, None))
+        verdicts = abstentions(self, good, energy, set_sizes, options.max_set_size, options.batch_size) if abstain \
+            else Verdicts.none(len(answered))
+        reason_code, reason = scattered(len(names), answered, verdicts.codes), scattered(len(names), answered,
+                                                                                        verdicts.reasons)
+        unusable = np.flatnonzero(np.not_equal(errors, None))
+        reason_code[unusable], reason[unusable] = UNUSABLE, errors[unusable]
+        return Answers(names, self.labels, errors, top_index, top_probability, reason_code, reason,
+                       scattered(len(names), answered, sets), scattered(len(names), answered, why))
 
     def restricted(self, probs: torch.Tensor, labels: Sequence[str]) -> torch.Tensor:
         """The probabilities over `labels` alone, renormalized: p(y | x, y in labels)."""
@@ -257,20 +265,13 @@ class Predictor:
                         batch_size: int = BATCH_SIZE) -> list[NameExplanation]:
         return explain_names(self.net, encoded, names, self.labels, batch_size, self.undo_temperature)
 
-    def _sets(self, probs: torch.Tensor, threshold: float | list[float]) -> list[list[str]]:
+    def _sets(self, probs: torch.Tensor, threshold: float | list[float]) -> tuple[list[list[str]], torch.Tensor]:
+        """Each name's prediction set, most probable first, and the sets' sizes."""
         members = prediction_sets(probs, threshold)
         order = probs.argsort(-1, descending=True)
         ranked = members.gather(1, order)
-        return [[self.labels[j] for j, keep in zip(row, flags, strict=True) if keep]
-                for row, flags in zip(order.tolist(), ranked.tolist(), strict=True)]
-
-
-def ranked_rows(values: torch.Tensor, indices: torch.Tensor, labels: Sequence[str]) -> list[list[tuple[str, float]]]:
-    """Each row's (label, probability) pairs, best first: one flat tolist, sliced per row, since a nested tolist
-    builds a Python list per row inside torch, many times slower."""
-    k = values.shape[1]
-    pairs = [(labels[j], p) for p, j in zip(values.flatten().tolist(), indices.flatten().tolist(), strict=True)]
-    return [[pair] for pair in pairs] if k == 1 else [pairs[start : start + k] for start in range(0, len(pairs), k)]
+        return ([[self.labels[j] for j, keep in zip(row, flags, strict=True) if keep]
+                 for row, flags in zip(order.tolist(), ranked.tolist(), strict=True)], members.sum(1))
 
 
 def read_sidecar(path: str | Path) -> dict:

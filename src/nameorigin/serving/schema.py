@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from nameorigin.base.textnorm import normalize_name
 
 
@@ -54,6 +56,9 @@ class OutputField:
     column: Callable[[OutputOptions], str] | None = None  # the table column; default pred_<key>
     as_json: Callable[[Any], dict[str, Any]] | None = None  # keys it adds to the JSON answer; default {key: value}
     text: Callable[[OutputField, Any, Any, OutputOptions], str | None] = default_text
+    # `read` also takes an Answers (nameorigin.serving.answers), giving an array over its names: the columnar
+    # outputs then read the field without a Prediction per name. A field without it is read one Prediction at a time.
+    columnar: bool = False
 
     def cell_of(self, prediction: Any) -> str:
         """This field of one answer as a table or CSV cell ("" when absent)."""
@@ -93,12 +98,12 @@ def silent(field: OutputField, value: Any, prediction: Any, options: OutputOptio
 
 FIELDS: list[OutputField] = [
     OutputField("prediction_set", list, lambda p: p.prediction_set, wanted=lambda o: o.coverage is not None,
-                column=lambda o: f"pred_set_{o.coverage * 100:g}", text=set_text),
+                column=lambda o: f"pred_set_{o.coverage * 100:g}", text=set_text, columnar=True),
     OutputField("explanation", str, lambda p: p.explanation, cell=lambda why: why.compact(),
-                wanted=lambda o: o.explain, as_json=lambda why: why.as_dict(), text=explanation_text),
-    OutputField("abstained", bool, lambda p: p.abstained, text=silent),
-    OutputField("reason_code", str, lambda p: p.reason_code, text=silent),
-    OutputField("reason", str, lambda p: p.reason, text=reason_text),
+                wanted=lambda o: o.explain, as_json=lambda why: why.as_dict(), text=explanation_text, columnar=True),
+    OutputField("abstained", bool, lambda p: p.abstained, text=silent, columnar=True),
+    OutputField("reason_code", str, lambda p: p.reason_code, text=silent, columnar=True),
+    OutputField("reason", str, lambda p: p.reason, text=reason_text, columnar=True),
 ]
 
 
@@ -124,22 +129,34 @@ def column_kinds(options: OutputOptions) -> list[type]:
     return [str, float] * options.top_k + [field.kind for field in fields_for(options)]
 
 
-def typed_columns(predictions: list[Any], options: OutputOptions) -> list[list[Any]]:
-    """table_columns' values for many answers, a list per column, each typed as column_kinds says: what
-    base.formats.common.typed_value makes of table_cells, without going through text (Parquet files and frames)."""
-    columns: list[list[Any]] = []
+def answer_columns(answers: Any, options: OutputOptions) -> list[Any]:
+    """table_columns' values for many answers (nameorigin.serving.answers.Answers), as pyarrow arrays typed as
+    column_kinds says (Parquet files, frames, Ray batches): labels dictionary-encoded over the model's labels,
+    probabilities rounded to 6 places as in text, each field read from the answers' arrays. Only a field's present
+    values that need their own text (a set, an explanation) take Python per name."""
+    import pyarrow as pa
+
+    labels = pa.array([*answers.labels, ""], pa.string())  # "" for no label: an unusable name, a rank past them
+    columns: list[Any] = []
     for rank in range(options.top_k):
-        ranked = [p.predictions[rank] if rank < len(p.predictions) else ("", None) for p in predictions]
-        columns.append([label for label, _ in ranked])
-        columns.append([None if probability is None else round(probability, 6) for _, probability in ranked])
+        index = answers.top_index[:, rank]
+        columns.append(pa.DictionaryArray.from_arrays(pa.array(np.where(index < 0, len(labels) - 1, index),
+                                                               pa.int32()), labels))
+        probability = answers.top_probability[:, rank]
+        columns.append(pa.array(np.round(probability, 6), pa.float64(), mask=np.isnan(probability)))
+    one_by_one: list[Any] = []
     for field in fields_for(options):
-        values = [field.read(p) for p in predictions]
+        if not field.columnar and not one_by_one:
+            one_by_one = answers.predictions()
+        values = field.read(answers) if field.columnar else [field.read(p) for p in one_by_one]
         if field.kind is bool:
-            columns.append([bool(value) for value in values])
+            columns.append(pa.array(np.asarray(values, dtype=bool)))
         elif field.kind is float:
-            columns.append([None if value is None else float(value) for value in values])
+            columns.append(pa.array(values, pa.float64(), from_pandas=True))
+        elif field.cell is plain_cell and field.kind is str:  # text already, or None: no Python per name
+            columns.append(pa.array(values, pa.string(), from_pandas=True).fill_null(""))
         else:
-            columns.append(["" if value is None else field.cell(value) for value in values])
+            columns.append(pa.array(["" if value is None else field.cell(value) for value in values], pa.string()))
     return columns
 
 

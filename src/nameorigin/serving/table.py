@@ -22,11 +22,11 @@ from nameorigin.base.formats.common import Chunk
 from nameorigin.base.formats.delimited import Delimited
 from nameorigin.base.formats.parquet import ArrowChunk
 from nameorigin.base.tables import TableReader, TableWriter, delimiter_for, output_format
-from nameorigin.serving.distinct import DistinctNames, cell_key, score
+from nameorigin.serving.distinct import DistinctNames, cell_key, score, tagged_keys, untag
 from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.progress import Progress
-from nameorigin.serving.schema import column_kinds, table_cells, table_columns, typed_columns
+from nameorigin.serving.schema import answer_columns, column_kinds, table_cells, table_columns
 
 CHUNK_ROWS = 16_384  # rows of a delimited file read, scored and written at a time
 
@@ -65,13 +65,14 @@ class AnswerBook:
         self.row_entry: np.ndarray | None = None  # each row's entry, when read ahead
         self.progress: Progress | None = None  # names scored, shown on a terminal
 
-    def entries(self, cells: list, distinct: bool = False) -> np.ndarray:
-        """Each cell's entry, scoring the cells not seen before (`distinct`: the cells are, and all unseen)."""
+    def entries(self, cells: list, keys: list | None = None) -> np.ndarray:
+        """Each cell's entry, scoring the cells not seen before. `keys`: the cells' keys, when the caller has them
+        (then the cells are distinct)."""
         if not self.merge:
             return self.add([cell_key(cell, self.predictor.normalize) for cell in cells])
-        unseen = cells if distinct else [cell for cell in dict.fromkeys(cells) if cell not in self.entry_of]
+        unseen = [cell for cell in dict.fromkeys(cells) if cell not in self.entry_of] if keys is None else cells
         if unseen:
-            keys = [cell_key(cell, self.predictor.normalize) for cell in unseen]
+            keys = [cell_key(cell, self.predictor.normalize) for cell in unseen] if keys is None else keys
             fresh = [key for key in dict.fromkeys(keys) if key not in self.entry_by_key]
             for key, entry in zip(fresh, self.add(fresh).tolist(), strict=True):
                 self.entry_by_key[key] = entry
@@ -82,39 +83,44 @@ class AnswerBook:
         """Score `keys` and keep their answers as new entries; returns their entry numbers."""
         first = len(self.unusable)
         answers = score(self.predictor, keys, self.options, self.progress)
-        failed = np.array([answer.error is not None for answer in answers], dtype=bool)
+        failed = np.not_equal(answers.errors, None)
         self.names += int((~failed).sum())
         self.unusable = np.concatenate([self.unusable, failed])
         if self.typed:
-            import pyarrow as pa
-
-            for part, kind, values in zip(self.parts, column_kinds(self.shape), typed_columns(answers, self.shape),
-                                          strict=True):
-                part.append(pa.array(values, type=arrow_type(kind)))
+            for part, values in zip(self.parts, answer_columns(answers, self.shape), strict=True):
+                part.append(values)
         else:
-            self.cells.extend(table_cells(answer, self.shape) for answer in answers)
+            self.cells.extend(table_cells(answer, self.shape) for answer in
+                              answers.predictions(self.predictor.label_names, self.predictor.label_name))
         return np.arange(first, first + len(keys), dtype=np.int64)
 
     def read_ahead(self, reader: TableReader, column: str) -> None:
         """Parquet: read the name column first and score all its distinct names in one go, keeping each row's
         entry (4 bytes a row). Scoring then never shares the cores with the file's encoding, and the chunks need
-        no lookups. The column's chunks are dictionary-encoded each, then their dictionaries together."""
+        no lookups. The column comes dictionary-encoded a chunk at a time; the chunks' dictionaries are then encoded
+        together, and only that one list of distinct cells is keyed and scored."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         dictionaries, indices = [], []
-        for chunk in reader.chunks([column]):
-            encoded = pc.dictionary_encode(name_array(chunk, column), null_encoding="encode")
-            dictionaries.append(encoded.dictionary)
-            indices.append(encoded.indices.to_numpy(zero_copy_only=False))
+        for cells in reader.format.encoded_column(reader, column):
+            # A null cell is a null index: it joins the dictionary as one more (null) entry.
+            dictionary = cells.dictionary.cast(pa.string())
+            index = cells.indices.fill_null(len(dictionary)) if cells.null_count else cells.indices
+            dictionaries.append(pa.concat_arrays([dictionary, pa.nulls(1, pa.string())]))
+            indices.append(index.to_numpy(zero_copy_only=False))
         together = pc.dictionary_encode(pa.chunked_array(dictionaries, pa.string()).combine_chunks(),
                                         null_encoding="encode")
         cell_of = together.indices.to_numpy(zero_copy_only=False)  # chunk dictionary entry -> distinct cell
-        entry_of_cell = self.entries(together.dictionary.to_pylist(), distinct=True)
+        # A fresh book: every key is new, so the distinct keys are scored as they come, no lookups kept.
+        keyed = pc.dictionary_encode(tagged_keys(together.dictionary, self.predictor.normalize))
+        entry_of_cell = self.add(untag(keyed.dictionary.to_pylist()))[keyed.indices.to_numpy(zero_copy_only=False)]
         starts = np.cumsum([0, *(len(d) for d in dictionaries)])
-        self.row_entry = np.concatenate([np.zeros(0, dtype=np.int64),
-                                         *(entry_of_cell[cell_of[start + local]] for start, local in
-                                           zip(starts, indices, strict=False))])
+        entry_of_chunk_cell = [entry_of_cell[cell_of[start:end]].astype(np.int32)
+                               for start, end in zip(starts[:-1], starts[1:], strict=True)]
+        self.row_entry = np.concatenate([np.zeros(0, dtype=np.int32), *(entries[local] for entries, local in
+                                                                        zip(entry_of_chunk_cell, indices,
+                                                                            strict=True))])
 
     def rows(self, chunk: Chunk, column: str, first: int) -> tuple[Any, int]:
         """The appended columns for a chunk's rows (data rows `first`... from 0): cells per row or arrays, and how
@@ -154,7 +160,11 @@ class AnswerBook:
         import pyarrow.compute as pc
 
         encoded = pc.dictionary_encode(names, null_encoding="encode")
-        return self.entries(encoded.dictionary.to_pylist())[encoded.indices.to_numpy(zero_copy_only=False)]
+        cells = encoded.dictionary.to_pylist()
+        unseen = np.array([cell not in self.entry_of for cell in cells], dtype=bool)
+        keys = untag(tagged_keys(encoded.dictionary.filter(unseen), self.predictor.normalize).to_pylist())
+        self.entries([cell for cell, new in zip(cells, unseen.tolist(), strict=True) if new], keys)
+        return self.entries(cells)[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
 def name_array(chunk: ArrowChunk, column: str) -> Any:

@@ -57,6 +57,12 @@ class TableFormat:
         raise NotImplementedError
 
     @classmethod
+    def encoded_column(cls, reader: Any, column: str) -> Iterator[Any]:
+        """A columnar format's one column, a chunk at a time, as pyarrow dictionary arrays: each chunk's distinct
+        cells and each row's index into them, read that way when the file stores it so."""
+        raise NotImplementedError
+
+    @classmethod
     def row_count(cls, reader: Any) -> int | None:
         """The data rows, when the format states them without a pass over the file (else None)."""
         return None

@@ -68,6 +68,20 @@ class Parquet(TableFormat):
             first += batch.num_rows
 
     @classmethod
+    def encoded_column(cls, reader: Any, column: str) -> Iterator[Any]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        _, pq = pyarrow_modules(reader.setting)
+        batches = reader.guarded(lambda: pq.ParquetFile(reader.path, read_dictionary=[column]).iter_batches(
+            batch_size=CHUNK_ROWS, columns=[column]))
+        while (batch := reader.guarded(lambda: next(batches, None))) is not None:
+            cells = batch.column(0)
+            if not pa.types.is_dictionary(cells.type):  # a column of nulls only
+                cells = pc.dictionary_encode(cells.cast(pa.string()), null_encoding="encode")
+            yield cells
+
+    @classmethod
     def empty_chunk(cls, reader: Any) -> ArrowChunk:
         import pyarrow as pa
 

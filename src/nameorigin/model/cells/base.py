@@ -77,6 +77,16 @@ class CellSpec:
         raise NotImplementedError
 
 
+def recurrent_product(h: Tensor, weight_t: Tensor, bias: Tensor | None, out: Tensor) -> Tensor:
+    """out = bias + h W^T (or out += h W^T when `bias` is None), for one gate of the inference loop. With weights in
+    a lower precision than the state (Predictor precision="bf16"), the product is taken in theirs and added to the
+    float32 state's gate: the state itself is never rounded."""
+    if weight_t.dtype == h.dtype:
+        return out.addmm_(h, weight_t) if bias is None else torch.addmm(bias, h, weight_t, out=out)
+    product = torch.mm(h.to(weight_t.dtype), weight_t)
+    return out.add_(product) if bias is None else torch.add(bias, product, out=out)
+
+
 def one_minus_square(a: Tensor) -> Tensor:
     """tanh' from tanh's output: 1 - a^2."""
     return torch.addcmul(a.new_ones(()), a, a, value=-1)

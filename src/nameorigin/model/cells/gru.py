@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nameorigin.model.cells.base import CellSpec, Tensor, one_minus_square
+from nameorigin.model.cells.base import CellSpec, Tensor, one_minus_square, recurrent_product
 
 
 class GRU(CellSpec):
@@ -56,7 +56,7 @@ class GRU(CellSpec):
     def inference_step(self, t: int, gate: Tensor, h: Tensor, c: None, scratch: Tensor, weights_t: Tensor,
                        bias_hh: Tensor) -> None:
         reset, update, cand = gate[0].sigmoid_(), gate[1].sigmoid_(), gate[2]
-        gh_cand = torch.addmm(bias_hh[2], h, weights_t[2], out=scratch) if t else bias_hh[2]
+        gh_cand = recurrent_product(h, weights_t[2], bias_hh[2], scratch) if t else bias_hh[2]
         cand.addcmul_(reset, gh_cand).sigmoid_().mul_(2).sub_(1)
         torch.addcmul(cand, update, torch.sub(h, cand, out=scratch), out=h)
 
