@@ -10,16 +10,17 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import DictConfig
 
-from nameorigin.base.errors import UserError
+from nameorigin.base.errors import UserError, WriteError
 from nameorigin.config import register
 from nameorigin.training.pipeline import train
+from nameorigin.training.preemption import Preempted
 
 register()  # the typed schemas, before Hydra composes the config
 task_started = False
 
 
 def remove_run_folder(run: Path, log_dir: Path) -> None:
-    """Delete the run folder, then its date folder and log_dir too if this run was all they held."""
+    """Delete the run folder, then its date and log folders if this run was all they held."""
     shutil.rmtree(run, ignore_errors=True)
     for parent in run.resolve().parents:
         if not parent.is_relative_to(log_dir.resolve()):
@@ -48,10 +49,14 @@ def main(cfg: DictConfig) -> float | None:
         metrics = train(cfg)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
-        # Nothing of a run that never started is kept: no empty run folders that look like results.
-        if HydraConfig.get().mode.name == "RUN":
+        # Nothing of a run that never started is kept: no empty run folders that look like results. A run that
+        # could not write a file keeps what it wrote before.
+        if HydraConfig.get().mode.name == "RUN" and not isinstance(error, WriteError):
             remove_run_folder(Path(cfg.paths.output_dir), Path(cfg.paths.log_dir))
-        sys.exit(2)
+        sys.exit(error.exit_code)
+    except Preempted as stop:
+        print(stop.line, file=sys.stderr)
+        raise
     except FloatingPointError as error:
         print(f"error: {error}; the last good checkpoint stays in {cfg.paths.output_dir}/checkpoints",
               file=sys.stderr)

@@ -71,6 +71,45 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
 
 
 @pytest.mark.slow
+def test_sigterm_mid_epoch_saves_the_step_and_the_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    """The run answers SIGTERM with last.ckpt at the batch in flight, one line and exit 143 within 10 s;
+    ckpt_path=last resumes at the next batch, and the finished run's weights equal an uninterrupted run's
+    exactly (the same order of batches, the same dropout masks, the same optimizer and schedule state)."""
+    corpus = write_corpus(tmp_path / "names", per_language=300)
+    reference_dir, stopped_dir = tmp_path / "reference", tmp_path / "stopped"
+    reference_dir.mkdir()
+    stopped_dir.mkdir()
+    reference = train(reference_dir, f"data.root={corpus}", *RESUME)
+    assert reference.returncode == 0, reference.stderr[-2000:]
+
+    victim = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"data.root={corpus}", *RESUME],
+                              cwd=stopped_dir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not list(stopped_dir.glob("outputs/*/*/checkpoints/last.ckpt")):
+        time.sleep(0.05)
+    time.sleep(0.2)  # into the second epoch
+    assert victim.poll() is None, "the run ended before it could be stopped"
+    sent = time.monotonic()
+    victim.send_signal(signal.SIGTERM)
+    _, stderr = victim.communicate(timeout=60)
+    assert victim.returncode == 128 + signal.SIGTERM and time.monotonic() - sent < 10
+    said = [line for line in stderr.splitlines() if line.startswith("stopped by SIGTERM")]
+    assert len(said) == 1 and "resume with ckpt_path=last" in said[0] and "Traceback" not in stderr, stderr[-2000:]
+    saved = torch.load(run_dirs(stopped_dir)[-1] / "checkpoints" / "last.ckpt", weights_only=True)
+    done = saved["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["processed"]
+    assert done > 0 and saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["batches"] == done
+
+    resumed = train(stopped_dir, f"data.root={corpus}", *RESUME, "ckpt_path=last")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    ours, theirs = final_weights(run_dirs(stopped_dir)[-1]), final_weights(run_dirs(reference_dir)[-1])
+    assert ours.keys() == theirs.keys()
+    for key in theirs:
+        assert torch.equal(ours[key], theirs[key]), key
+    test_acc = [line for line in resumed.stdout.splitlines() if "test/" in line]
+    assert test_acc and test_acc == [line for line in reference.stdout.splitlines() if "test/" in line]
+
+
+@pytest.mark.slow
 def test_resume_refuses_a_different_corpus(tmp_path):
     corpus = write_corpus(tmp_path / "names")
     first = train(tmp_path, f"data.root={corpus}", *TINY, "trainer.max_epochs=1", "test=false")

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                               standalone_mode=False)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(error.exit_code)
     except BrokenPipeError:  # `| head` closed the pipe: not an error
         return 0
     except Exception as error:

@@ -35,6 +35,8 @@ def export(checkpoint: Checkpoint,
         chosen = ("pt2",)
     try:
         written = export_model(predictor, out, chosen)
+    except UserError:
+        raise
     except ValueError as error:  # torch.export's and onnx's own refusals of a model
         raise UserError(str(error)) from None
     except ImportError as error:

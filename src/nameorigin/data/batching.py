@@ -68,9 +68,14 @@ class BucketBatchSampler(Sampler[list[int]]):
         self.lengths = list(map(int, lengths))
         self.batch_size, self.shuffle, self.seed, self.pool = batch_size, shuffle, seed, pool
         self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
+        self.skip = 0  # batches of the next epoch already trained on (a run resumed mid-epoch)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+
+    def resume_at(self, epoch: int, batches: int) -> None:
+        """The next pass is epoch `epoch`'s order from its batch `batches` on (ResumableLoader)."""
+        self.epoch, self.skip = epoch, batches
 
     def _bucket(self, order: list[int]) -> list[list[int]]:
         step = self.batch_size * self.pool
@@ -93,7 +98,8 @@ class BucketBatchSampler(Sampler[list[int]]):
         return batches[self.rank :: self.num_replicas]
 
     def __iter__(self) -> Iterator[list[int]]:
-        yield from self._batches()
+        skip, self.skip = self.skip, 0
+        yield from self._batches()[skip:]
 
     def __len__(self) -> int:
         return len(self._batches())
@@ -112,6 +118,26 @@ class OneLengthBatchSampler(BucketBatchSampler):
                 for i in range(0, len(rows), self.batch_size)]
 
 
+class ResumableLoader(DataLoader):
+    """The training loader, which says where it is in its epoch: Lightning keeps a loader's state_dict in every
+    checkpoint and hands it back before a resumed epoch's first batch, so a run stopped mid-epoch
+    (nameorigin.training.preemption) goes on at its next batch, in the same order. Where it is comes from the
+    trainer's count of batches trained on, not of batches drawn: Lightning draws one ahead."""
+
+    def __init__(self, *args: Any, datamodule: pl.LightningDataModule | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.datamodule = datamodule
+
+    def state_dict(self) -> dict[str, int]:
+        trainer = getattr(self.datamodule, "trainer", None)
+        done = trainer.fit_loop.epoch_loop.batch_progress.current.processed if trainer is not None else 0
+        return {"epoch": self.batch_sampler.epoch, "batches": done}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if 0 < state["batches"] < len(self.batch_sampler):  # at an epoch's end the next one starts afresh
+            self.batch_sampler.resume_at(state["epoch"], state["batches"])
+
+
 class OneLengthRows(NamedTuple):
     """What the fast path's loader yields: row indices into the split kept on the device, and their one length."""
 
@@ -125,8 +151,9 @@ def one_length_loader(dataset: Any, batch_size: int, seed: int, datamodule: pl.L
     replicas, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
     lengths = dataset.lengths.tolist()
     sampler = OneLengthBatchSampler(lengths, batch_size, True, seed, num_replicas=replicas, rank=rank)
-    return DataLoader(range(len(lengths)), batch_sampler=sampler, pin_memory=torch.cuda.is_available(),
-                      collate_fn=lambda rows: OneLengthRows(torch.tensor(rows), lengths[rows[0]]))
+    return ResumableLoader(range(len(lengths)), batch_sampler=sampler, pin_memory=torch.cuda.is_available(),
+                           collate_fn=lambda rows: OneLengthRows(torch.tensor(rows), lengths[rows[0]]),
+                           generator=torch.Generator().manual_seed(seed), datamodule=datamodule)
 
 
 def bucket_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int, datamodule: pl.LightningDataModule,
@@ -139,8 +166,11 @@ def bucket_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int, datam
                                  rank=rank)
     # Its own generator: creating an iterator then draws nothing from the global RNG, which dropout uses and a
     # resumed run restores.
-    return DataLoader(dataset, batch_sampler=sampler, collate_fn=dataset.collate, num_workers=num_workers,
-                      persistent_workers=num_workers > 0, generator=torch.Generator().manual_seed(seed))
+    settings = {"batch_sampler": sampler, "collate_fn": dataset.collate, "num_workers": num_workers,
+                "persistent_workers": num_workers > 0, "generator": torch.Generator().manual_seed(seed)}
+    if shuffle:  # training: resumable mid-epoch
+        return ResumableLoader(dataset, datamodule=datamodule, **settings)
+    return DataLoader(dataset, **settings)
 
 
 class BucketedDataModule(pl.LightningDataModule):

@@ -8,6 +8,7 @@ size and the number of characters dynamic instead of unrolling the loop for one 
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import warnings
@@ -19,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch._higher_order_ops.scan import scan
 
-from nameorigin.base.atomic import write_atomically
+from nameorigin.base.atomic import write_atomically, write_bytes_synced
 from nameorigin.base.textnorm import MAX_NAME_LENGTH  # the longest name the Predictor passes
 from nameorigin.model.artifacts import EXPORT_FORMAT
 from nameorigin.model.charrnn import CharRNN
@@ -100,7 +101,9 @@ def export_model(predictor: Any, stem: str | Path, formats: tuple[str, ...] = FO
     program = torch.export.export(module, example_inputs(), dynamic_shapes=dynamic_shapes())
     writers = {}
     if "pt2" in formats:
-        writers[stem.with_suffix(".pt2")] = lambda p: torch.export.save(program, str(p))
+        saved = io.BytesIO()  # in memory first: torch's zip writer aborts the process on a failed write
+        torch.export.save(program, saved)
+        writers[stem.with_suffix(".pt2")] = write_bytes_synced(saved.getbuffer())
     if "onnx" in formats:
         import onnxscript  # noqa: F401  (the exporter needs it: fail here with its name, before any file)
 

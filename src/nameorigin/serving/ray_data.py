@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from nameorigin.base.atomic import write_folder_atomically
 from nameorigin.base.errors import UserError
 from nameorigin.base.extras import require_extra
 from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
@@ -96,10 +97,15 @@ def parquet_columns(source: str) -> list[str]:
 
 def user_error_of(error: BaseException) -> UserError | None:
     """The UserError a failed Ray task or actor carries (Ray wraps what the worker raised), or None."""
+    return cause_of(error, UserError)
+
+
+def cause_of(error: BaseException, kind: type) -> Any:
+    """The exception of `kind` a failed Ray task or actor carries (Ray wraps what the worker raised), or None."""
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
-        if isinstance(error, UserError):
+        if isinstance(error, kind):
             return error
         cause = getattr(error, "cause", None)
         error = cause if isinstance(cause, BaseException) else error.__cause__
@@ -148,10 +154,17 @@ def score_dataset(model: str | Path, source: str, out: str, column: str, pool: A
     scored = dataset.map_batches(NameScorer, fn_constructor_kwargs=scorer_args, batch_format="pyarrow",
                                  batch_size=pool.batch_rows, num_cpus=pool.threads or 1,
                                  compute=ray.data.ActorPoolStrategy(size=pool.concurrency))
-    try:
-        scored.write_parquet(out, ray_remote_args={"num_cpus": IO_CPUS})
-    except Exception as error:
-        cause = user_error_of(error)
-        if cause is None:
+    def write(folder: Path | str) -> None:
+        try:
+            scored.write_parquet(str(folder), ray_remote_args={"num_cpus": IO_CPUS})
+        except Exception as error:
+            if (cause := user_error_of(error)) is not None:
+                raise UserError(str(cause)) from None
+            if (failed := cause_of(error, OSError)) is not None:  # a worker's failed write (a full disk)
+                raise failed from None
             raise
-        raise UserError(str(cause)) from None
+
+    if "://" in out:  # an object store: written in place, as its own atomic puts
+        write(out)
+    else:  # a local folder: the previous one stays whole until the new one is complete
+        write_folder_atomically(out, write)

@@ -47,6 +47,15 @@ class GradAccumulationLogger(Callback):
         self._rendered = 0
         self._grad_before: dict[str, torch.Tensor | None] | None = None
 
+    def state_dict(self) -> dict[str, Any]:
+        """What the checks so far found, so a resumed run's images and summary hold the steps before it."""
+        return {"history": self.history, "max_residual": self.max_residual, "keys": self.keys,
+                "last_captured_step": self._last_captured_step, "rendered": self._rendered}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.history, self.max_residual, self.keys = state["history"], state["max_residual"], state["keys"]
+        self._last_captured_step, self._rendered = state["last_captured_step"], state["rendered"]
+
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
                              batch_idx: int) -> None:
         step = trainer.global_step

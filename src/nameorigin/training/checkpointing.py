@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import io
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -13,20 +13,18 @@ import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import Callback
 
-from nameorigin.base.atomic import write_atomically
+from nameorigin.base.atomic import write_atomically, write_bytes_synced
 from nameorigin.base.checkpoint_io import load_checkpoint
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Write to a temporary file in the same folder, then rename: a crash mid-save leaves the old file whole."""
+    """Serialize in memory, write to a temporary file in the same folder, then rename: a crash or a full disk
+    mid-save leaves the old file whole (nameorigin.base.atomic)."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None) -> None:
-        def write(tmp: Path) -> None:
-            super(AtomicCheckpointIO, self).save_checkpoint(checkpoint, tmp, storage_options)
-            with open(tmp, "rb") as f:
-                os.fsync(f.fileno())
-
-        write_atomically(path, write)
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        write_atomically(path, write_bytes_synced(buffer.getbuffer()))
 
 
 def update_checkpoint(path: str | Path, update: Callable[[dict[str, Any]], None]) -> None:
@@ -38,10 +36,11 @@ def update_checkpoint(path: str | Path, update: Callable[[dict[str, Any]], None]
 
 
 class RNGState(Callback):
-    """Keeps the torch and python RNG states in the checkpoint and puts them back when the resumed run starts
-    its next training epoch, so dropout masks after a resume are those an uninterrupted run draws. The state
-    is captured when the checkpoint is written (after validation): nothing draws random numbers between that
-    and the next epoch's start, while a resumed run's sanity check does, hence the deferred restore."""
+    """Keeps the torch and python RNG states in the checkpoint and puts them back before the resumed run's first
+    training batch, so dropout masks after a resume are those an uninterrupted run draws. The state is captured
+    when the checkpoint is written (after validation, or after a batch when the run is stopped mid-epoch):
+    nothing draws random numbers between that and the next batch (the loaders have generators of their own),
+    while a resumed run's sanity check does, hence the deferred restore."""
 
     def __init__(self) -> None:
         self._pending: dict[str, Any] | None = None
@@ -53,7 +52,8 @@ class RNGState(Callback):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._pending = state
 
-    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
         if self._pending is not None:
             torch.set_rng_state(self._pending["torch"])
             version, values, gauss = self._pending["python"]

@@ -29,7 +29,8 @@ from nameorigin.training.dashboard import log_calibration
 from nameorigin.training.instantiate import build, instantiate_all, instantiation_error
 from nameorigin.training.margin import has_pairs, margin_line, margin_metrics, measure_margin
 from nameorigin.training.module import NameClassifier
-from nameorigin.training.resume import resolve_checkpoint
+from nameorigin.training.preemption import Preemption
+from nameorigin.training.resume import carry_over, resolve_checkpoint
 
 log = logging.getLogger(__name__)
 # What fitted every part of the calibration: names the answering model did not train on. The refit carries them.
@@ -72,7 +73,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
         datamodule.load_state_dict(resumed.get("data", {}))
     model = build_model(cfg, model_config, datamodule, pretrained)
     trainer, loggers = build_trainer(cfg, model, datamodule)
-    trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
+    if ckpt_path is not None:
+        ckpt_path = carry_over(ckpt_path, resumed, cfg.paths.output_dir)
+    try:
+        trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
+    finally:
+        Path(cfg.paths.output_dir, "checkpoints", "resume.ckpt").unlink(missing_ok=True)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
@@ -120,7 +126,10 @@ def build_trainer(cfg: DictConfig, model: NameClassifier, datamodule: pl.Lightni
     split manifest written."""
     callbacks = instantiate_all(cfg.get("callbacks"), "callbacks")
     loggers = instantiate_all(cfg.get("logger"), "logger")
-    trainer: pl.Trainer = build(cfg, "trainer", callbacks=[*callbacks, RNGState()], logger=loggers or False,
+    # A stop on a signal saves after every other callback has finished the batch.
+    last = [callback for callback in callbacks if isinstance(callback, Preemption)]
+    callbacks = [*(callback for callback in callbacks if callback not in last), RNGState(), *last]
+    trainer: pl.Trainer = build(cfg, "trainer", callbacks=callbacks, logger=loggers or False,
                                 plugins=[AtomicCheckpointIO()])
     if graphed.enable(model.config.fast_path, trainer, model, datamodule):
         device = trainer.strategy.root_device

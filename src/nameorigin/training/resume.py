@@ -3,7 +3,10 @@ resume before anything is built."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -41,3 +44,33 @@ def resolve_checkpoint(cfg: DictConfig, model: ModelConfig) -> tuple[str | None,
         raise UserError(f"ckpt_path={path} cannot resume this model: {', '.join(wrong)}; "
                         "resume with the checkpoint's model settings")
     return str(path), checkpoint
+
+
+def carry_over(path: str, checkpoint: dict, output_dir: str | Path) -> str:
+    """A resumed run writes into its own folder: its best.ckpt is copied there, and the checkpoint callbacks'
+    state is pointed at it, so the resumed run keeps the best score and file an uninterrupted run would (Lightning
+    keeps only the best path of a state saved in another folder, and would then take any later epoch as best).
+    Returns the checkpoint to resume from: `path`, or that state written into the new folder's
+    checkpoints/resume.ckpt (the caller removes it once training has read it)."""
+    from nameorigin.training.checkpointing import AtomicCheckpointIO
+
+    old, new = os.path.realpath(Path(path).parent), os.path.realpath(Path(output_dir) / "checkpoints")
+    if old == new:
+        return path
+    os.makedirs(new, exist_ok=True)
+    if os.path.isfile(os.path.join(old, "best.ckpt")):
+        shutil.copy2(os.path.join(old, "best.ckpt"), os.path.join(new, "best.ckpt"))
+
+    def moved(value: Any) -> Any:
+        if isinstance(value, str) and (value == old or value.startswith(old + os.sep)):
+            return new + value[len(old):]
+        if isinstance(value, dict):
+            return {moved(key): moved(item) for key, item in value.items()}
+        return value
+
+    states = checkpoint.get("callbacks", {})
+    checkpoint["callbacks"] = {key: moved(state) if key.startswith("ModelCheckpoint") else state
+                               for key, state in states.items()}
+    target = os.path.join(new, "resume.ckpt")
+    AtomicCheckpointIO().save_checkpoint(checkpoint, target)
+    return target
