@@ -169,7 +169,8 @@ def train_refused(cwd: Path, *overrides: str) -> subprocess.CompletedProcess:
 
 
 def run_dirs(cwd: Path) -> list[Path]:
-    return sorted(p for p in (cwd / "outputs").glob("*/*") if p.is_dir() and p.name != "multirun")
+    return sorted(p for p in (cwd / "outputs").glob("*/*") if p.is_dir() and p.name != "multirun"
+                  and p.parent.name != "mlflow")
 
 
 def score_in_one_process(checkpoint: Path, datamodule) -> dict[str, float]:

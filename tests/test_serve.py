@@ -184,3 +184,42 @@ def test_the_serving_floor_benchmark_runs_and_counts_the_servers_cpu(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     measured = json.loads(result.stdout)
     assert measured["requests"] == 2000 and measured["names_per_s"] > 0 and measured["server_cpu_ms_per_request"] > 0
+
+
+@pytest.mark.slow
+def test_the_published_schema_is_valid_openapi_and_every_answer_fits_it(served):
+    """/openapi.json validates as OpenAPI, and real answers of /predict (plain, with sets and explanations, with an
+    unusable name), /info and /health validate against the schemas it publishes for them."""
+    from jsonschema import Draft202012Validator
+    from openapi_spec_validator import validate
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
+    base, model = served
+    status, text, _ = get(base, "/openapi.json")
+    document = json.loads(text)
+    validate(document)
+    registry = Registry().with_resource("spec", Resource.from_contents(document, default_specification=DRAFT202012))
+
+    def check(path: str, method: str, answer: object, kind: str = "application/json") -> None:
+        schema = document["paths"][path][method]["responses"]["200"]["content"][kind]["schema"]
+        assert schema, f"{path}: no schema published"
+        reference = {"$ref": "spec" + schema["$ref"]} if "$ref" in schema else schema
+        Draft202012Validator(reference, registry=registry).validate(answer)
+
+    bodies = [{"names": NAMES}, {"names": NAMES, "top_k": 2, "coverage": 0.9, "max_set_size": 1},
+              {"names": NAMES, "prior": "uniform"}]
+    if model.suffix == ".ckpt":
+        bodies.append({"names": NAMES[:2], "explain": True})
+    for body in bodies:
+        status, answer = post(base, body)
+        assert status == 200
+        check("/predict", "post", answer)
+    status, text, _ = get(base, "/info")
+    check("/info", "get", json.loads(text))
+    status, text, _ = get(base, "/health")
+    check("/health", "get", text, "text/plain")
+    answer_schema = document["components"]["schemas"]["Answer"]["properties"]
+    assert {"prediction_set", "explanation", "abstained", "reason_code", "reason"} <= set(answer_schema)
+    ranked = document["components"]["schemas"]["RankedLabel"]
+    assert ranked["required"] == [Predictor.load(model).label_name, "probability"]

@@ -427,11 +427,16 @@ def check_run(cfg: Any) -> None:
 def register() -> None:
     """Put the schemas in Hydra's ConfigStore, under the names the YAML defaults lists use. train.py calls it
     before composing; nothing else needs Hydra (serving and the model import this module without it)."""
+    from pathlib import Path
+
     from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
 
     store = ConfigStore.instance()
     for (group, name), node in SCHEMAS.items():
         store.store(group=group, name=name, node=node)
+    # ${abspath:...}: a path made absolute where the run starts (an SQLite URI must not depend on a later cwd).
+    OmegaConf.register_new_resolver("abspath", lambda path: str(Path(path).resolve()), replace=True)
 
 
 # (group, name) -> schema: what a YAML file's defaults list names. The file sets only what differs from it.

@@ -14,8 +14,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from typing_extensions import TypedDict  # pydantic reads it on Python 3.11 (typing.TypedDict needs 3.12)
 
 from nameorigin.base.textnorm import normalize_name
+
+
+class ExplanationPart(TypedDict):
+    """One part of an explanation in JSON: a character, an n-gram or known-name evidence, where it sits in the
+    normalized name, and what it adds to the label's score."""
+
+    part: str
+    kind: str
+    span: list[int]
+    contribution: float
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,11 @@ class OutputField:
     # `read` also takes an Answers (nameorigin.serving.answers), giving an array over its names: the columnar
     # outputs then read the field without a Prediction per name. A field without it is read one Prediction at a time.
     columnar: bool = False
+    json_types: dict[str, Any] | None = None  # the JSON keys it adds and their types; default {key: kind}
+
+    def json_fields(self) -> dict[str, Any]:
+        """The keys this field adds to a JSON answer, each with its type (for the server's published schema)."""
+        return self.json_types or {self.key: list[str] if self.kind is list else self.kind}
 
     def cell_of(self, prediction: Any) -> str:
         """This field of one answer as a table or CSV cell ("" when absent)."""
@@ -100,7 +116,10 @@ FIELDS: list[OutputField] = [
     OutputField("prediction_set", list, lambda p: p.prediction_set, wanted=lambda o: o.coverage is not None,
                 column=lambda o: f"pred_set_{o.coverage * 100:g}", text=set_text, columnar=True),
     OutputField("explanation", str, lambda p: p.explanation, cell=lambda why: why.compact(),
-                wanted=lambda o: o.explain, as_json=lambda why: why.as_dict(), text=explanation_text, columnar=True),
+                wanted=lambda o: o.explain, as_json=lambda why: why.as_dict(), text=explanation_text, columnar=True,
+                json_types={"explained": str, "explanation_score": float, "explanation_baseline": float,
+                            "explanation": list[ExplanationPart], "explanation_by_character": list[float],
+                            "explanation_residual": float}),
     OutputField("abstained", bool, lambda p: p.abstained, text=silent, columnar=True),
     OutputField("reason_code", str, lambda p: p.reason_code, text=silent, columnar=True),
     OutputField("reason", str, lambda p: p.reason, text=reason_text, columnar=True),

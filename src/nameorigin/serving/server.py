@@ -34,6 +34,7 @@ from nameorigin.base.digest import file_sha256
 from nameorigin.serving.options import PredictOptions, option_fields
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.prior import check_estimable
+from nameorigin.serving.responses import InfoResponse, predict_response, published
 from nameorigin.serving.schema import as_json
 from nameorigin.serving.server_settings import BATCH_TIMEOUT, MAX_BATCH_SIZE, MAX_NAMES, THREADS, ServerSettings
 
@@ -237,5 +238,30 @@ def build_server(model: str | Path, settings: ServerSettings | None = None) -> l
     async def refused(request: Request, error: RequestValidationError) -> JSONResponse:
         return JSONResponse({"detail": one_line(error)}, status_code=422)
 
+    describe_responses(app, predictor.label_name)
     return server
+
+
+def describe_responses(app: Any, label_name: str) -> None:
+    """Publish what /predict, /info and /health answer in the app's OpenAPI document (FastAPI's way of extending
+    it: the document is built once, then completed). The routes stay LitServe's, answering as before."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        document = build()
+        references, components = published({"post /predict": predict_response(label_name), "get /info": InfoResponse})
+        document.setdefault("components", {}).setdefault("schemas", {}).update(components)
+        for route, reference in references.items():
+            method, path = route.split()
+            document["paths"][path][method]["responses"]["200"]["content"] = {
+                "application/json": {"schema": reference}}
+        health = document["paths"]["/health"]["get"]["responses"]
+        health["200"]["content"] = {"text/plain": {"schema": {"type": "string", "const": "ok"}}}
+        health["503"] = {"description": "the model's workers are still loading",
+                         "content": {"text/plain": {"schema": {"type": "string", "const": "not ready"}}}}
+        return document
+
+    app.openapi = openapi
 

@@ -31,6 +31,7 @@ from nameorigin.training.margin import has_pairs, margin_line, margin_metrics, m
 from nameorigin.training.module import NameClassifier
 from nameorigin.training.preemption import Preemption
 from nameorigin.training.resume import carry_over, resolve_checkpoint
+from nameorigin.training.trackers import report_to_trackers
 
 log = logging.getLogger(__name__)
 # What fitted every part of the calibration: names the answering model did not train on. The refit carries them.
@@ -93,6 +94,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
     metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
     if trainer.is_global_zero:
         write_outputs(cfg, model, final, metrics, picks, candidates, margin)
+        output_dir = Path(cfg.paths.output_dir)
+        report_to_trackers(loggers, cfg, picks, final, [output_dir / "MODEL_CARD.md", output_dir / "label_report.json"])
     return metrics
 
 
