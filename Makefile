@@ -21,7 +21,7 @@ TEST_WORKERS ?= 2
 $(BIN)/.installed: pyproject.toml constraints.txt Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --constraint constraints.txt uv
-	$(INSTALL) --editable '.[dev,sweep,export,surnames,bench,parquet,frame,triton,ray,serve,browser,track]'
+	$(INSTALL) --editable '.[dev,sweep,export,surnames,bench,parquet,frame,triton,ray,serve,browser,track,audit]'
 	touch $@
 
 help:  ## this list

@@ -12,7 +12,7 @@ from nameorigin.cli.app import MODULES, app
 from nameorigin.cli.app import main as nameorigin
 
 SUBCOMMANDS = ["predict", "evaluate", "card", "composition", "export", "serve", "ray-score", "first-names-table",
-               "nana-table", "compare-runs"]
+               "nana-table", "compare-runs", "audit"]
 
 
 def command():

@@ -94,7 +94,7 @@ def test_no_absolute_path_of_a_developers_machine():
 
 
 def test_every_subcommand_is_in_the_readme_with_what_it_does():
-    assert len(subcommands(ROOT)) == 10 and unexplained_commands(ROOT) == []
+    assert len(subcommands(ROOT)) == 11 and unexplained_commands(ROOT) == []
 
 
 def test_each_check_finds_the_fault_in_a_broken_copy(tmp_path):

@@ -224,6 +224,9 @@ class LoaderConfig:
     num_workers: int = 0  # batches are slices of pre-encoded tensors: workers only add start-up time
     normalize: Normalize = Normalize.ascii
     label_name: str = "language"  # what a label is: prediction columns, JSON keys and the model card say it
+    # A table of rows to leave out of training only (columns name and given_label: `nameorigin audit`'s suspects);
+    # validation and test keep them, so the figures stay comparable with a run that trained on them.
+    exclude: str | None = None
 
     def __post_init__(self) -> None:
         self.normalize = choice("data.normalize", Normalize, self.normalize)

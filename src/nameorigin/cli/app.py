@@ -24,7 +24,7 @@ app = typer.Typer(name="nameorigin", add_completion=False, no_args_is_help=True,
                   "and serve the models `python train.py` writes.")
 
 # Subcommand modules, imported when the command runs: each registers its commands on `app`.
-MODULES = ("predict", "evaluate", "composition", "export", "serve", "ray_score", "tables", "compare_runs")
+MODULES = ("predict", "evaluate", "composition", "export", "serve", "ray_score", "tables", "compare_runs", "audit")
 NAMES_TOP_K, TABLE_TOP_K = 3, 1  # a list of names shows three labels each; a table's rows the best one
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -24,6 +25,8 @@ from nameorigin.data.corpus import (  # noqa: F401  (re-exported: the corpus fun
     split_by_name,
 )
 from nameorigin.data.download import download_corpus
+
+log = logging.getLogger(__name__)
 
 
 class EncodedNames(EncodedRows):
@@ -77,6 +80,7 @@ class NamesDataModule(BucketedDataModule):
         self.config, self.root, self.normalize = config, root, config.normalize.value
         self.split_fractions, self.split_seed = config.split_fractions, config.split_seed
         self.batch_size, self.num_workers, self.label_name = config.batch_size, config.num_workers, config.label_name
+        self.exclude, self.excluded = config.exclude, 0
         self.splits: dict[str, list[tuple[str, str]]] = {}
         self.fixed_vocab: list[str] | None = None
         self.trained_on = "train"  # "train+val" once add_validation_to_training() ran (the refit)
@@ -110,11 +114,27 @@ class NamesDataModule(BucketedDataModule):
         if not self.splits["train"]:
             raise UserError(f"{self.corpus_setting()} is too small to split: add names")
         self.check_every_label_is_split()
+        if self.exclude:
+            self.leave_out_of_training(self.exclude)
         split = time.perf_counter()
         # Fine-tuning sets fixed_vocab to the pretrained model's vocabulary before setup.
         self.vocab = self.fixed_vocab or build_vocab([name for name, _ in self.splits["train"]])
         self.datasets = {s: self.encode(p) for s, p in self.splits.items()}
         self.setup_seconds = {"read": read - started, "split": split - read, "encode": time.perf_counter() - split}
+
+    def leave_out_of_training(self, path: str) -> None:
+        """Drop the (name, label) rows listed in `path` from the training split alone."""
+        from nameorigin.base.tables import TableReader
+
+        reader = TableReader(path, f"data.exclude={path}")
+        for column in ("name", "given_label"):
+            reader.require_text(column, f"data.exclude={path}: its column {column}")
+        listed = {(name, label) for chunk in reader.chunks(["name", "given_label"])
+                  for name, label in zip(chunk.cells("name"), chunk.cells("given_label"), strict=True)}
+        kept = [pair for pair in self.splits["train"] if pair not in listed]
+        self.excluded = len(self.splits["train"]) - len(kept)
+        log.info("data.exclude: %d training pairs left out (validation and test keep theirs)", self.excluded)
+        self.splits["train"] = kept
 
     def label_set(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
         """The labels, in the order of the model's outputs."""
@@ -166,6 +186,8 @@ class NamesDataModule(BucketedDataModule):
                  "split_fractions": list(self.split_fractions), "normalize": self.normalize}
         if self.trained_on != "train":  # only the refit's checkpoint says so; resumable ones keep their old keys
             state["trained_on"] = self.trained_on
+        if self.excluded:  # a resumed run must leave out the same rows
+            state["excluded"] = self.excluded
         return state
 
     def corpus_setting(self) -> str:

@@ -179,6 +179,9 @@ class SurnamesDataModule(BucketedDataModule):
         if Path(config.cache).exists() and not Path(config.cache).is_dir():  # now, not after minutes of conversion
             raise UserError(f"data.cache={config.cache} is a file: pass a folder for the converted names (default "
                             "data/surnames)")
+        if config.exclude:
+            raise UserError("data.exclude leaves rows of a labelled table out of training: use it with data=names "
+                            "or data=table (surnames carry country shares, not one label a row)")
         self.cache, self.split_seed = Path(config.cache), config.split_seed
         self.split_fractions = config.split_fractions
         self.batch_size, self.limit, self.num_workers = config.batch_size, config.limit, config.num_workers

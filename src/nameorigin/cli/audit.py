@@ -1,0 +1,56 @@
+"""`nameorigin audit`: the rows of a labelled table (or the shipped corpus) whose labels are probably wrong."""
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nameorigin.cli.app import app
+
+
+@app.command()
+def audit(data: Annotated[Path | None, typer.Argument(
+              exists=True, help="a folder of <Language>.txt files, or a table (CSV, TSV, Parquet, JSON Lines) with "
+              "a name and a label column (default: the shipped corpus)")] = None,
+          out: Annotated[Path, typer.Option(dir_okay=False, help="the suspects, most doubtful first: .csv, .tsv or "
+                                            ".parquet")] = Path("suspects.csv"),
+          name_column: Annotated[str, typer.Option(help="a table's name column")] = "name",
+          label_column: Annotated[str, typer.Option(help="a table's label column")] = "label",
+          folds: Annotated[int, typer.Option(min=2, help="folds of the out-of-sample probabilities")] = 5,
+          seed: Annotated[int, typer.Option(help="seed of the folds")] = 0) -> int:
+    """Find likely label errors: out-of-sample probabilities from the n-gram baseline fitted on the other folds,
+    then confident learning (cleanlab, the [audit] extra). Writes the suspect rows (row, name, given label,
+    suggested label, the given label's probability); `python train.py data.exclude=<out>` trains without them."""
+    from nameorigin.analysis.audit import audit as find
+    from nameorigin.base.atomic import write_atomically
+    from nameorigin.base.errors import UserError
+    from nameorigin.config import TableDataConfig
+    from nameorigin.data.corpus import read_corpus, shipped_corpus
+
+    if out.suffix.lower() not in (".csv", ".tsv", ".parquet"):
+        raise UserError(f"--out {out}: name a .csv, .tsv or .parquet file")
+    if data is None or data.is_dir():
+        pairs = read_corpus(data or shipped_corpus())[0]
+    else:
+        from nameorigin.data.table import read_table
+
+        pairs = read_table(TableDataConfig(path=str(data), name_column=name_column, label_column=label_column)).pairs
+    found = find(pairs, folds, seed)
+    write_atomically(out, lambda tmp: write_suspects(found.rows(), tmp, out.suffix.lower()))
+    print(f"{found.summary()}; wrote {out}", file=sys.stderr)
+    return 0
+
+
+def write_suspects(rows: list[dict], path: Path, suffix: str) -> None:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("row", pa.int64()), ("name", pa.string()), ("given_label", pa.string()),
+                        ("suggested_label", pa.string()), ("given_label_probability", pa.float64())])
+    table = pa.Table.from_pylist(rows, schema=schema)
+    if suffix == ".parquet":
+        pq.write_table(table, path)
+    else:
+        pacsv.write_csv(table, path, pacsv.WriteOptions(delimiter="\t" if suffix == ".tsv" else ","))

@@ -1,0 +1,82 @@
+"""`nameorigin audit`: planted label errors are found, the suspects are written as a table, and `data.exclude`
+leaves exactly those rows out of training while validation and test keep theirs."""
+
+from __future__ import annotations
+
+import csv
+import sys
+
+import pytest
+from conftest import write_corpus
+
+from nameorigin.base.errors import UserError
+from nameorigin.cli.app import main as nameorigin
+from nameorigin.data.corpus import read_corpus
+
+pytest.importorskip("cleanlab")
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """A corpus whose languages end alike (-moto, -ovsky, -agh, -elli), with 12 names moved to another language's
+    file: the errors a confident learner must find."""
+    folder = write_corpus(tmp_path_factory.mktemp("audit") / "names", per_language=150)
+    moved = []
+    for source, target in (("Japanese", "Irish"), ("Russian", "Italian"), ("Italian", "Japanese")):
+        lines = (folder / f"{source}.txt").read_text().splitlines()
+        taken, kept = lines[20:24], lines[:20] + lines[24:]  # past the first five, which the file repeats
+        (folder / f"{source}.txt").write_text("\n".join(kept) + "\n")
+        with (folder / f"{target}.txt").open("a") as f:
+            f.write("\n".join(taken) + "\n")
+        moved += [(name, target) for name in taken]
+    return folder, set(moved)
+
+
+def test_the_audit_finds_the_moved_names_and_writes_them_ranked(planted, tmp_path, capsys):
+    folder, moved = planted
+    out = tmp_path / "suspects.csv"
+    assert nameorigin(["audit", str(folder), "--out", str(out)]) == 0
+    said = capsys.readouterr().err
+    assert "look mislabelled" in said and f"wrote {out}" in said
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["row", "name", "given_label", "suggested_label", "given_label_probability"]
+    found = {(row["name"], row["given_label"]) for row in rows}
+    assert len(found & moved) >= 0.9 * len(moved) and len(found - moved) <= len(moved)
+    probabilities = [float(row["given_label_probability"]) for row in rows]
+    assert probabilities == sorted(probabilities)  # most doubtful first
+    pairs = read_corpus(folder)[0]
+    assert all(pairs[int(row["row"])] == (row["name"], row["given_label"]) for row in rows)
+
+
+def test_excluded_rows_leave_training_only(planted, tmp_path):
+    from nameorigin.data.names import NamesDataModule
+
+    folder, moved = planted
+    out = tmp_path / "suspects.parquet"
+    assert nameorigin(["audit", str(folder), "--out", str(out)]) == 0
+    plain, without = NamesDataModule(root=str(folder)), NamesDataModule(root=str(folder), exclude=str(out))
+    plain.setup()
+    without.setup()
+    assert without.splits["val"] == plain.splits["val"] and without.splits["test"] == plain.splits["test"]
+    import pyarrow.parquet as pq
+
+    listed = {(row["name"], row["given_label"]) for row in pq.read_table(out).to_pylist()}
+    assert without.splits["train"] == [pair for pair in plain.splits["train"] if pair not in listed]
+    left_out = len(plain.splits["train"]) - len(without.splits["train"])
+    assert left_out > 0 and without.excluded == left_out and without.state_dict()["excluded"] == left_out
+
+
+def test_refusals_are_one_line(tmp_path, monkeypatch, capsys):
+    from nameorigin.data.surnames import SurnamesDataModule
+
+    with pytest.raises(UserError, match="data.exclude leaves rows of a labelled table out of training"):
+        SurnamesDataModule(exclude="suspects.csv")
+    with pytest.raises(SystemExit) as refused:
+        nameorigin(["audit", "--out", str(tmp_path / "suspects.xlsx")])
+    assert refused.value.code == 2 and "name a .csv, .tsv or .parquet file" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "cleanlab.filter", None)  # as if the [audit] extra were not installed
+    with pytest.raises(SystemExit) as refused:
+        nameorigin(["audit", "--out", str(tmp_path / "suspects.csv")])
+    said = capsys.readouterr().err
+    assert refused.value.code == 2 and "audit" in said and said.count("\n") == 1
