@@ -23,7 +23,7 @@ from nameorigin.base.errors import UserError
 from nameorigin.base.formats import described
 
 
-class Choice(str, Enum):
+class Choice(str, Enum):  # noqa: UP042 (not StrEnum: its str() and format() differ, which OmegaConf and messages read)
     """An Enum whose members are the plain words of the YAML: they compare, hash and print as those strings."""
 
     def __str__(self) -> str:
