@@ -41,22 +41,29 @@ def final_weights(run: Path) -> dict[str, torch.Tensor]:
     return torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
 
 
-@pytest.mark.slow
-def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
+def run_into_second_epoch(tmp_path: Path, name: str, settle: float) -> tuple:
+    """A reference run trained to the end, and the same run started in its own process and left `settle` seconds
+    past its first last.ckpt (into the second epoch): corpus, reference folder and result, the run's folder and
+    process (its stderr piped)."""
     corpus = write_corpus(tmp_path / "names", per_language=300)
-    reference_dir, crash_dir = tmp_path / "reference", tmp_path / "crash"
+    reference_dir, folder = tmp_path / "reference", tmp_path / name
     reference_dir.mkdir()
-    crash_dir.mkdir()
+    folder.mkdir()
     reference = train(reference_dir, f"data.root={corpus}", *RESUME)
     assert reference.returncode == 0, reference.stderr[-2000:]
-
     victim = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"data.root={corpus}", *RESUME],
-                              cwd=crash_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and not list(crash_dir.glob("outputs/*/*/checkpoints/last.ckpt")):
+    while time.monotonic() < deadline and not list(folder.glob("outputs/*/*/checkpoints/last.ckpt")):
         time.sleep(0.05)
-    time.sleep(0.3)  # into the second epoch
-    assert victim.poll() is None, "the run ended before it could be killed"
+    time.sleep(settle)
+    assert victim.poll() is None, "the run ended before it could be stopped"
+    return corpus, reference_dir, reference, folder, victim
+
+
+@pytest.mark.slow
+def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
+    corpus, reference_dir, reference, crash_dir, victim = run_into_second_epoch(tmp_path, "crash", 0.3)
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
 
@@ -75,20 +82,7 @@ def test_sigterm_mid_epoch_saves_the_step_and_the_resumed_run_equals_an_uninterr
     """The run answers SIGTERM with last.ckpt at the batch in flight, one line and exit 143 within 10 s;
     ckpt_path=last resumes at the next batch, and the finished run's weights equal an uninterrupted run's
     exactly (the same order of batches, the same dropout masks, the same optimizer and schedule state)."""
-    corpus = write_corpus(tmp_path / "names", per_language=300)
-    reference_dir, stopped_dir = tmp_path / "reference", tmp_path / "stopped"
-    reference_dir.mkdir()
-    stopped_dir.mkdir()
-    reference = train(reference_dir, f"data.root={corpus}", *RESUME)
-    assert reference.returncode == 0, reference.stderr[-2000:]
-
-    victim = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"data.root={corpus}", *RESUME],
-                              cwd=stopped_dir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and not list(stopped_dir.glob("outputs/*/*/checkpoints/last.ckpt")):
-        time.sleep(0.05)
-    time.sleep(0.2)  # into the second epoch
-    assert victim.poll() is None, "the run ended before it could be stopped"
+    corpus, reference_dir, reference, stopped_dir, victim = run_into_second_epoch(tmp_path, "stopped", 0.2)
     sent = time.monotonic()
     victim.send_signal(signal.SIGTERM)
     _, stderr = victim.communicate(timeout=60)
