@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from nameorigin.analysis.audit import THRESHOLD
 from nameorigin.cli.app import app
 
 
@@ -18,10 +19,16 @@ def audit(data: Annotated[Path | None, typer.Argument(
           name_column: Annotated[str, typer.Option(help="a table's name column")] = "name",
           label_column: Annotated[str, typer.Option(help="a table's label column")] = "label",
           folds: Annotated[int, typer.Option(min=2, help="folds of the out-of-sample probabilities")] = 5,
-          seed: Annotated[int, typer.Option(help="seed of the folds")] = 0) -> int:
+          seed: Annotated[int, typer.Option(help="seed of the folds")] = 0,
+          threshold: Annotated[float, typer.Option(min=0.0, max=1.0, help="flag rows whose given label's "
+                                                   "out-of-sample probability is below this")] = THRESHOLD,
+          cleanlab_cut: Annotated[bool, typer.Option(help="flag as many rows as cleanlab estimates are mislabelled "
+                                                     "(its own cut: more found, fewer of them wrong) instead of "
+                                                     "--threshold")] = False) -> int:
     """Find likely label errors: out-of-sample probabilities from the n-gram baseline fitted on the other folds,
-    then confident learning (cleanlab, the [audit] extra). Writes the suspect rows (row, name, given label,
-    suggested label, the given label's probability); `python train.py data.exclude=<out>` trains without them."""
+    scored by cleanlab (the [audit] extra); the rows under --threshold are the suspects. Writes them (row, name,
+    given label, suggested label, the given label's probability), most doubtful first;
+    `python train.py data.exclude=<out>` trains without them."""
     from nameorigin.analysis.audit import audit as find
     from nameorigin.base.atomic import write_atomically
     from nameorigin.base.errors import UserError
@@ -36,7 +43,7 @@ def audit(data: Annotated[Path | None, typer.Argument(
         from nameorigin.data.table import read_table
 
         pairs = read_table(TableDataConfig(path=str(data), name_column=name_column, label_column=label_column)).pairs
-    found = find(pairs, folds, seed)
+    found = find(pairs, folds, seed, threshold, cleanlab_cut)
     write_atomically(out, lambda tmp: write_suspects(found.rows(), tmp, out.suffix.lower()))
     print(f"{found.summary()}; wrote {out}", file=sys.stderr)
     return 0

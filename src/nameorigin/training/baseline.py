@@ -54,11 +54,11 @@ def fit_ngram_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = F
             "test_predictions": [str(p) for p in predicted]}
 
 
-def hashed_ngrams() -> HashingVectorizer:
-    """Character 1-4-grams within word boundaries, hashed into 2^20 columns, each row L2-normalized."""
+def hashed_ngrams(columns: int = 2**20) -> HashingVectorizer:
+    """Character 1-4-grams within word boundaries, hashed into `columns` columns, each row L2-normalized."""
     from sklearn.feature_extraction.text import HashingVectorizer
 
-    return HashingVectorizer(analyzer="char_wb", ngram_range=(1, 4), n_features=2**20, alternate_sign=False)
+    return HashingVectorizer(analyzer="char_wb", ngram_range=(1, 4), n_features=columns, alternate_sign=False)
 
 
 def fit_hashed_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = False,
