@@ -16,20 +16,27 @@ ARGS ?=
 # starts and small models, so two workers beat one on 2 cores (docs/reliability.md). TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 2
 
-.PHONY: help install train pretrain test test-fast lint bench dashboard clean
+.PHONY: help install install-core train pretrain test test-fast lint bench dashboard clean
 
-$(BIN)/.installed: pyproject.toml constraints.txt Makefile
+# Training needs only the core (torch, Lightning, Hydra, TensorBoard, scikit-learn); the suite needs every extra.
+$(BIN)/.installed-core: pyproject.toml constraints.txt Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --constraint constraints.txt uv
+	$(INSTALL) --editable .
+	touch $@
+
+$(BIN)/.installed: $(BIN)/.installed-core
 	$(INSTALL) --editable '.[dev,sweep,export,surnames,bench,parquet,frame,triton,ray,serve,browser,track,audit]'
 	touch $@
 
 help:  ## this list
-	@grep -E '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 install: $(BIN)/.installed  ## create .venv and install every extra (constraints.txt pins torch; TORCH_INDEX: its CPU wheel)
 
-train: install  ## train.py with the defaults; ARGS adds overrides: ARGS="model.cell=lstm trainer.max_epochs=5"
+install-core: $(BIN)/.installed-core  ## create .venv and install what training needs, no extras
+
+train: install-core  ## train.py with the defaults; ARGS adds overrides: ARGS="model.cell=lstm trainer.max_epochs=5"
 	$(BIN)/python train.py $(ARGS)
 
 pretrain: install  ## the surnames country model (experiment=surnames_pretrain); ARGS adds overrides
@@ -53,7 +60,7 @@ bench: install  ## benchmarks/benchmark.py; ARGS adds flags (--data <folder of <
 NEWEST_RUN = ls -d outputs/[0-9]*/*/ outputs/multirun/*/*/ 2>/dev/null \
 	| awk -F/ '{print $$(NF-2) "/" $$(NF-1), $$0}' | sort | tail -n 1 | cut -d' ' -f2
 
-dashboard: install  ## TensorBoard on the newest run or sweep, bound to localhost
+dashboard: install-core  ## TensorBoard on the newest run or sweep, bound to localhost
 	@run="$$($(NEWEST_RUN))"; \
 	if [ -z "$$run" ]; then echo "error: no run under outputs/: run 'make train' first" >&2; exit 2; fi; \
 	echo "tensorboard on $$run"; $(BIN)/tensorboard --logdir "$$run" --host 127.0.0.1

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The GPU checks of the fast path (docs/speed.md, "The fast path"), as one run on a lent device that writes
-# everything under $OUT. Here first, once: `bash scripts/device_prep.sh` (the wheels the device lacks, into .whl/,
-# and the converted surnames cache in data/surnames/); then the device tool's run, carrying .whl and data/surnames,
-# with this script as its command. QUICK=1 runs the same steps tiny, on this machine's CPU, to check the script.
+# The GPU checks of the fast path (docs/speed.md#the-gpu-fast-path), as one run on a GPU machine that writes
+# everything under $OUT. Before it, on a machine with the network: `bash scripts/device_prep.sh` (the wheels the GPU
+# machine lacks, into .whl/, and the converted surnames cache in data/surnames/); copy .whl and data/surnames with
+# the clone, then run this script there. QUICK=1 runs the same steps tiny, on this machine's CPU, to check the script.
 set -uo pipefail
 OUT=${OUT:-/tmp/device-check}
 mkdir -p "$OUT"
@@ -20,7 +20,7 @@ if [ "${QUICK:-0}" = 1 ]; then
 else
   DEVICE=cuda; TRAINER="trainer=gpu"; BATCHES="--repeats 3 --cells gru,lstm"; PRETRAIN=""; DEFAULT=""
 fi
-BUDGET=${BUDGET:-560}  # the device tool's 600 s per command, less the wheels' install and the summary
+BUDGET=${BUDGET:-560}  # seconds for the checks, within a 600 s limit per command, less the install and the summary
 step() {  # name, seconds, command...: its output to $OUT/<name>.log, its wall time to $OUT/summary.txt
   local name=$1 limit=$2; shift 2
   local start=$SECONDS left=$((BUDGET - SECONDS))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Here, before scripts/device_check.sh runs on a lent GPU: the pure-Python wheels the device image lacks (hydra,
+# Before scripts/device_check.sh runs on a GPU machine without the network: the pure-Python wheels its image lacks (hydra,
 # omegaconf and its parser runtime; it has torch, Lightning, torchmetrics, tensorboard, rich, matplotlib and
 # triton) into .whl/, and the converted surnames cache that pretraining reads (names-dataset stays here).
 set -euo pipefail

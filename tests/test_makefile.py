@@ -22,6 +22,7 @@ def make_folder(tmp_path: Path) -> Path:
         os.utime(tmp_path / name, (1_000_000_000, 1_000_000_000))  # older than .installed: make installs nothing
     bin_dir = tmp_path / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
+    (bin_dir / ".installed-core").touch()
     (bin_dir / ".installed").touch()
     (bin_dir / "tensorboard").symlink_to(VENV_BIN / "tensorboard")
     return tmp_path
@@ -33,6 +34,17 @@ def test_make_help_describes_every_target():
     assert result.returncode == 0, result.stderr
     described = {line.split()[1] for line in result.stdout.splitlines() if line.strip()}
     assert described == set(phony)
+
+
+def test_make_train_installs_the_core_alone_and_make_test_every_extra(tmp_path):
+    for name in ("Makefile", "pyproject.toml", "constraints.txt"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    planned = {target: subprocess.run(["make", "-n", target], cwd=tmp_path, capture_output=True, text=True,
+                                      timeout=60).stdout for target in ("train", "test")}
+    installs = {target: [line for line in text.splitlines() if "install" in line and "--editable" in line]
+                for target, text in planned.items()}
+    assert [line.split("--editable")[1].strip() for line in installs["train"]] == ["."]
+    assert "ray" in installs["test"][-1] and "serve" in installs["test"][-1] and "browser" in installs["test"][-1]
 
 
 def test_make_dashboard_without_runs_is_one_line_and_exit_2(tmp_path):

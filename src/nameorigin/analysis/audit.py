@@ -20,7 +20,7 @@ import numpy as np
 from nameorigin.base.extras import require_extra
 
 FOLDS, EPOCHS, BATCH, LEARNING_RATE, BUCKETS = 5, 5, 512, 0.01, 2**18
-MIN_STEPS = 1000  # a small table gets more epochs: five epochs of a few batches leave the model near uniform
+MIN_UPDATES = 1000  # a small table gets more epochs: five epochs of a few batches leave the model near uniform
 # Picked on the corpus with planted flips at one seed, then read at two others (docs/data-and-evaluation.md).
 THRESHOLD = 0.01
 
@@ -105,7 +105,7 @@ def fit_softmax(features: Any, given: np.ndarray, classes: int, seed: int) -> An
     targets = torch.from_numpy(given)
     order = np.random.default_rng(seed)
     batches = max(len(given) // BATCH, 1)
-    for _ in range(max(EPOCHS, -(-MIN_STEPS // batches))):
+    for _ in range(max(EPOCHS, -(-MIN_UPDATES // batches))):
         for rows in np.array_split(order.permutation(len(given)), batches):
             logits = model(*bags(features[rows])) + bias
             loss = torch.nn.functional.cross_entropy(logits, targets[rows])

@@ -3,10 +3,10 @@ trigram model of the training names, p(c | a b) = (n(abc) + alpha) / (n(ab) + al
 end markers of the n-gram head (nameorigin.model.ngram) and its hashing, so it runs on tensors.
 
 The classifier's own confidence cannot say "none of these": a name from a language it never saw still lands on
-the nearest label, often with a high probability (docs/serving.md, "Abstention"). Letter statistics can: a
-Finnish "Virtanen" spells trigrams the 18 tutorial languages rarely do. The counts are kept sparse and plain
-(the non-zero buckets and their counts), so a checkpoint read weights-only and an export's JSON sidecar both
-carry them.
+the nearest label, often with a high probability (docs/serving.md#abstention-target-priors-and-dataframes).
+Letter statistics can: a Finnish "Virtanen" spells trigrams the 18 tutorial languages rarely do. The counts are
+kept sparse and plain (the non-zero buckets and their counts), so a checkpoint read weights-only and an export's
+JSON sidecar both carry them.
 """
 
 from __future__ import annotations

@@ -244,7 +244,7 @@ def build_server(model: str | Path, settings: ServerSettings | None = None) -> l
 
 def describe_responses(app: Any, label_name: str) -> None:
     """Publish what /predict, /info and /health answer in the app's OpenAPI document (FastAPI's way of extending
-    it: the document is built once, then completed). The routes stay LitServe's, answering as before."""
+    it: the document is built once, then completed). The routes stay LitServe's."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:

@@ -41,7 +41,7 @@ LADDER = (1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7, 3e-8)
 PENALTY_TIMES_NAMES = (0.1, 3.0)
 MIXES = tuple(i / 20 for i in range(21))  # the network's weight w, picked on validation
 # Past this many (n-gram, label) products per pass the full-batch fit would take minutes: the head then trains
-# with the network alone, as before, and the run says so.
+# with the network alone, and the run says so.
 FIT_LIMIT = 3e9
 
 
