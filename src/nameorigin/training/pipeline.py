@@ -179,6 +179,9 @@ def write_outputs(cfg: DictConfig, model: NameClassifier, final: str | None, met
                          lambda path: path.write_text(json.dumps(model.label_report, indent=1)))
     if final and cfg.card.enabled:
         write_model_card(output_dir, final, metrics, picks, model.label_report)
+    figures = {k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    write_atomically(output_dir / "results.json", lambda path: path.write_text(  # what benchmarks.record reads
+        json.dumps({"metrics": figures, "margin": margin}, indent=1, default=float)))
     report(metrics, output_dir, margin)
 
 

@@ -1,0 +1,75 @@
+"""A result file for the docs: run a measuring command, keep its figures with the command, the commit, the
+machine and the date in docs/results/<name>.json. The docs' tables and sentences are generated from these files
+(cog; `make lint` checks they are current), so each figure is typed once, by the command that measured it.
+
+  python -m benchmarks.record default_run -- python train.py callbacks.progress_bar=null
+  python -m benchmarks.record audit_seed1 -- python -m benchmarks.audit_check --seed 1 --json
+
+A training command's figures are its run folder's results.json; any other command's are the JSON it prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}, Python {platform.python_version()}"
+
+
+def commit() -> str:
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True, check=False).stdout.strip()
+    return found.stdout.strip() + ("+changes" if dirty else "") if found.returncode == 0 else "unknown"
+
+
+def figures_of(stdout: str) -> object:
+    """A run's results.json (the folder its last lines name), else the JSON the command printed."""
+    run = re.search(r"tensorboard --logdir (\S+)\s*$", stdout)
+    if run:
+        return json.loads((Path(run.group(1)) / "results.json").read_text())
+    return json.loads(stdout[stdout.index("{") if stdout.lstrip().startswith("{") else stdout.index("["):])
+
+
+def record(name: str, command: list[str]) -> Path:
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"error: {shlex.join(command)} exited {done.returncode}: {done.stderr.strip()[-500:]}")
+    shown = ["python" if Path(part).name.startswith("python") else part for part in command]  # not a machine's path
+    result = {"command": shlex.join(shown), "source": "written by benchmarks.record from the command's output",
+              "commit": commit(), "machine": machine(), "date": datetime.date.today().isoformat(),
+              "seconds": round(seconds, 1), "figures": figures_of(done.stdout)}
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("name", help="the result file's name, docs/results/<name>.json")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the measuring command")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command or not re.fullmatch(r"[a-z0-9_]+", args.name):
+        parser.error("give a name of lower-case letters, digits and _, then -- and the command")
+    print(record(args.name, command))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
