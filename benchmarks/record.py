@@ -45,6 +45,7 @@ def figures_of(stdout: str) -> object:
 
 
 def record(name: str, command: list[str]) -> Path:
+    measured_at = commit()  # before the run: what the command ran, not what changed while it did
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
@@ -52,7 +53,7 @@ def record(name: str, command: list[str]) -> Path:
         sys.exit(f"error: {shlex.join(command)} exited {done.returncode}: {done.stderr.strip()[-500:]}")
     shown = ["python" if Path(part).name.startswith("python") else part for part in command]  # not a machine's path
     result = {"command": shlex.join(shown), "source": "written by benchmarks.record from the command's output",
-              "commit": commit(), "machine": machine(), "date": datetime.date.today().isoformat(),
+              "commit": measured_at, "machine": machine(), "date": datetime.date.today().isoformat(),
               "seconds": round(seconds, 1), "figures": figures_of(done.stdout)}
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(result, indent=1) + "\n")

@@ -1,0 +1,138 @@
+"""The docs' generated text: each table or sentence that quotes a measured figure, written from the result file
+that holds it (docs/results/<name>.json, kept by benchmarks.record). In a page, between cog markers:
+
+  <!-- [[[cog from benchmarks.figures import show; show("headline")]]] -->
+  ...generated...
+  <!-- [[[end]]] -->
+
+`cog -r -I . README.md docs/*.md` writes them; `make lint` runs `cog --check`, so a hand-edited figure fails.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
+
+
+def result(name: str) -> dict:
+    return json.loads((RESULTS / f"{name}.json").read_text())["figures"]
+
+
+def points(value: float) -> str:
+    return f"{value:+.2f}"
+
+
+def interval(low_high: list[float]) -> str:
+    return f"[{points(low_high[0])}, {points(low_high[1])}]"
+
+
+def default_run() -> str:
+    """The results block the run printed (the test lines and the margin), its folder as <run>."""
+    figures = result("default_run")
+    metrics, margin = figures["metrics"], figures["margin"]
+    shown = {k: v for k, v in metrics.items() if k.startswith(("test/", "val/acc_best")) and "_f1/" not in k
+             and not k.endswith(("_marginal", "_mondrian", "_top5"))}
+    lines = [f"  {k:<16} {v:.4f}" for k, v in sorted(shown.items())]
+    from nameorigin.training.margin import margin_line
+
+    return "\n".join(["```", "results:", *lines, f"  margin           {margin_line(margin)}",
+                      "  model            outputs/<run>/checkpoints/refit.ckpt  (refit on train + validation; the one "
+                      "tested)", "  dashboard        tensorboard --logdir outputs/<run>", "```", ""])
+
+
+def headline() -> str:
+    seeds, tuned = result("seeds")["mean"], result("finetune")["mean"]
+    return ("| model | test accuracy | test macro-F1 |\n|---|---|---|\n"
+            f"| n-gram logistic regression, refitted on train + validation | {seeds['baseline_acc']:.4f} | "
+            f"{seeds['baseline_macro_f1']:.4f} |\n"
+            f"| nameorigin default (GRU + n-gram head, mixed with its linear part; refitted) | "
+            f"**{seeds['test_acc']:.4f}** | **{seeds['test_macro_f1']:.4f}** |\n"
+            f"| fine-tuned from the surnames pretraining (`experiment=finetune`, no refit) | "
+            f"**{tuned['test_acc']:.4f}** | **{tuned['test_macro_f1']:.4f}** |\n")
+
+
+def nine_runs() -> str:
+    nine = result("seeds")["nine_runs"]
+    return (f"Over nine runs (split and initialization seeds 0-2) the default leads by {points(nine['margin'])} "
+            f"points, pooled 95 % interval {interval(nine['interval'])}.\n")
+
+
+def seeds() -> str:
+    rows = ["| split seed | val acc | test acc | test macro-F1 | n-gram LR: acc, macro-F1 | margin, 95 % paired "
+            "interval |", "|---|---|---|---|---|---|"]
+    found = result("seeds")
+    for s in found["splits"]:
+        rows.append(f"| {s['split_seed']} | {s['val_acc']:.4f} | {s['test_acc']:.4f} | {s['test_macro_f1']:.4f} | "
+                    f"{s['baseline_acc']:.4f}, {s['baseline_macro_f1']:.4f} | {points(s['margin'])} "
+                    f"{interval(s['interval'])} |")
+    m = found["mean"]
+    rows.append(f"| mean | | **{m['test_acc']:.4f}** | **{m['test_macro_f1']:.4f}** | {m['baseline_acc']:.4f}, "
+                f"{m['baseline_macro_f1']:.4f} | {points(m['margin'])} |")
+    return "\n".join(rows) + "\n"
+
+
+def finetune() -> str:
+    found = result("finetune")
+    country, splits, mean = found["country_model"], found["splits"], found["mean"]
+    per = " / ".join(f"{s['test_acc']:.4f}" for s in splits)
+    return (f"The country model: test top-1 {country['top1']:.4f}, top-5 {country['top5']:.4f} (the hashed n-gram "
+            f"reference: {country['baseline_top1']:.4f}, {country['baseline_top5']:.4f}). Fine-tuned on split seeds "
+            f"0 / 1 / 2: test accuracy {per}, **mean {mean['test_acc']:.4f}, macro-F1 {mean['test_macro_f1']:.4f}**.\n")
+
+
+def gender() -> str:
+    g = result("first_name_gender")
+    guess = g["gender_guesser"]
+    return ("| model | test accuracy | test macro-F1 |\n|---|---|---|\n"
+            f"| {g['baseline']}, same split | {g['baseline_acc']:.4f} | {g['baseline_macro_f1']:.4f} |\n"
+            f"| nameorigin `experiment=first_name_gender` | **{g['test_acc']:.4f}** | **{g['test_macro_f1']:.4f}** |\n"
+            f"| gender-guesser (curated lookup), on the {guess['share_answered']:.1%} of test names it answers | "
+            f"{guess['acc']:.3f} (the network alone on the same names: {guess['model_acc_same_names']:.3f}) | |\n\n"
+            f"{g['names']:,} names, {g['test_names']:,} test names, {g['wall']} on 2 cores; the margin is "
+            f"{points(g['margin'])} points, 95 % paired interval {interval(g['interval'])}.\n")
+
+
+def nana() -> str:
+    n = result("nana")
+    return ("| model | precision@1 | precision@5 |\n|---|---|---|\n"
+            f"| name2nat 0.5.1 (its README, its own split) | {n['name2nat_p1']:.1f} % | {n['name2nat_p5']:.1f} % |\n"
+            f"| hashed char n-gram logistic regression (SGD), same split | {n['baseline_p1']:.2f} % | "
+            f"{n['baseline_p5']:.2f} % |\n"
+            f"| nameorigin `experiment=nana` | **{n['p1']:.2f} %** | **{n['p5']:.2f} %** |\n\n"
+            f"The model leads that baseline by {points(n['margin_p1'])} points of precision@1 (95 % paired "
+            f"bootstrap {interval(n['interval'])}).\n")
+
+
+def score_scale() -> str:
+    s = result("score_scale")
+    f32, bf16, csv = s["parquet_float32"], s["parquet_bf16"], s["csv"]
+    return ("| 10 million rows | seconds | rows/s | peak RSS |\n|---|---:|---:|---:|\n"
+            f"| Parquet, float32 | {f32['seconds']} | {f32['rows_per_s']:,} | {f32['peak_rss_gb']} GB |\n"
+            f"| Parquet, `--precision bf16` | {bf16['seconds']} | {bf16['rows_per_s']:,} | {bf16['peak_rss_gb']} GB |\n"
+            f"| CSV | {csv['seconds']} | {csv['rows_per_s']:,} | {csv['peak_rss_gb']} GB |\n")
+
+
+def audit() -> str:
+    rows = ["| planted flips (seed 1, seed 2) | at the threshold: precision, recall | cleanlab's cut: precision, "
+            "recall |", "|---|---|---|"]
+    runs = [result(f"audit_seed{seed}") for seed in (1, 2)]
+    for kind in ("uniform", "confusion-shaped"):
+        found = [next(r for r in run if r["kind"] == kind) for run in runs]
+        at = ", ".join(f"{r['precision']:.3f} / {r['recall']:.3f}" for r in found)
+        cut = ", ".join(f"{r['cleanlab_cut']['precision']:.3f} / {r['cleanlab_cut']['recall']:.3f}" for r in found)
+        rows.append(f"| {kind} | {at} | {cut} |")
+    return "\n".join(rows) + "\n"
+
+
+BLOCKS: dict[str, Callable[[], str]] = {
+    "default_run": default_run, "headline": headline, "nine_runs": nine_runs, "seeds": seeds,
+    "finetune": finetune, "gender": gender, "nana": nana, "score_scale": score_scale, "audit": audit}
+
+
+def show(name: str) -> None:
+    import cog
+
+    cog.out(BLOCKS[name]())
