@@ -48,8 +48,9 @@ test: install  ## the whole suite, as CI runs it; TEST_WORKERS=0: serial; PYTEST
 test-fast: install  ## the suite without the slow tests, the loop while working (PYTEST_ARGS adds flags)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow" $(PYTEST_ARGS)
 
-lint: install  ## ruff check ., the import contract (lint-imports: layers run one way), no repeated code in src/ (pylint)
+lint: install  ## ruff, the import contract (layers run one way), no repeated code in src/ (pylint), the docs' figures current (cog)
 	$(BIN)/ruff check .
+	$(BIN)/cog --check -I . README.md docs/*.md
 	$(BIN)/lint-imports
 	$(BIN)/pylint --rcfile pyproject.toml --score n src/nameorigin
 

@@ -1,0 +1,63 @@
+"""The docs' measured figures are generated from docs/results (cog, benchmarks.figures): a changed result file
+changes every page that quotes it, a hand-edited figure fails `cog --check` (what `make lint` runs), and no
+quantity appears with two figures."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+cogapp = pytest.importorskip("cogapp")
+
+
+def pages(root: Path) -> list[str]:
+    return [str(root / "README.md"), *sorted(str(page) for page in (root / "docs").glob("*.md"))]
+
+
+def cog(root: Path, *flags: str) -> int:
+    return cogapp.Cog().main(["cog", *flags, "-I", str(root), *pages(root)])
+
+
+def copy_of_the_docs(tmp_path: Path) -> Path:
+    copy = tmp_path / "repo"
+    shutil.copytree(ROOT / "docs", copy / "docs")
+    shutil.copytree(ROOT / "benchmarks", copy / "benchmarks", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "README.md", copy / "README.md")
+    return copy
+
+
+def test_the_generated_text_is_current():
+    assert cog(ROOT, "--check") == 0
+
+
+def test_a_changed_result_changes_every_page_that_quotes_it_and_an_edited_figure_fails(tmp_path, monkeypatch):
+    copy = copy_of_the_docs(tmp_path)
+    monkeypatch.syspath_prepend(str(copy))  # the copy's benchmarks.figures reads the copy's results
+    for module in [name for name in list(__import__("sys").modules) if name.startswith("benchmarks")]:
+        monkeypatch.delitem(__import__("sys").modules, module)
+    seeds = copy / "docs" / "results" / "seeds.json"
+    result = json.loads(seeds.read_text())
+    result["figures"]["mean"]["test_acc"] = 0.9123
+    seeds.write_text(json.dumps(result))
+    before = {page: Path(page).read_text() for page in pages(copy)}
+    assert cog(copy, "--check") != 0
+    assert cog(copy, "-r") == 0
+    changed = sorted(Path(page).name for page in pages(copy) if Path(page).read_text() != before[page])
+    assert changed == ["README.md", "data-and-evaluation.md"]
+    assert all("**0.9123**" in Path(page).read_text() for page in pages(copy) if Path(page).name in changed)
+    assert cog(copy, "--check") == 0
+    readme = copy / "README.md"
+    readme.write_text(readme.read_text().replace("**0.9123**", "**0.9200**", 1))
+    assert cog(copy, "--check") != 0
+
+
+def test_no_quantity_with_two_figures():
+    text = "\n".join(Path(page).read_text() for page in pages(ROOT))
+    # The figures the docs once quoted two ways: each now has one.
+    for stale in ("0.8888", "0.6742", "+0.22 points", "0.8425 and", "14,395", "29,103", "about 27 s", "25.6 s",
+                  "27.1 s", "29.7 s", "0.8167"):
+        assert stale not in text, stale
