@@ -109,6 +109,36 @@ def nana() -> str:
             f"bootstrap {interval(n['interval'])}).\n")
 
 
+def nana_at_k() -> str:
+    n = result("nana")
+    at, f1 = n["at_k"], n["macro_f1"]
+    rows = ["| model | P@1 | P@2 | P@3 | P@4 | P@5 | macro-F1 |", "|---|---|---|---|---|---|---|"]
+    for name, key, bold in (("name2nat 0.5.1 (its README; random split of samples)", "name2nat", False),
+                            ("hashed char 1-4-gram logistic regression by SGD, same split", "baseline", False),
+                            ("**nameorigin `experiment=nana`** (`best.ckpt`, epoch 2)", "model", True)):
+        digits = 1 if key == "name2nat" else 2  # name2nat's README gives one decimal
+        cells = [f"**{v:.{digits}f} %**" if bold else f"{v:.{digits}f} %" for v in at[key]]
+        score = f1.get(key)
+        rows.append(f"| {name} | {' | '.join(cells)} | "
+                    f"{('**%.3f**' if bold else '%.3f') % score if score is not None else '–'} |")
+    return "\n".join(rows) + (f"\n\nOn the same {n['test_pairs']:,} test pairs the model leads the n-gram baseline "
+                              f"by **{points(n['margin_p1'])} points of P@1**, 95 % paired bootstrap interval "
+                              f"{interval(n['interval'])}.\n")
+
+
+def nana_bars() -> str:
+    n = result("nana")
+    rows = ["| bar | measured | |", "|---|---|---|",
+            f"| test P@1 ≥ 58.0 % | {n['p1']:.2f} % | {'met' if n['p1'] >= 58 else '**missed**'} |",
+            f"| test P@5 ≥ 89.0 % | {n['p5']:.2f} % | {'met' if n['p5'] >= 89 else '**missed**'} |",
+            f"| lead over the n-gram baseline ≥ 2.0 points of P@1, interval above 0 | {points(n['margin_p1'])} "
+            f"{interval(n['interval'])} | {'met' if n['margin_p1'] >= 2 and n['interval'][0] > 0 else '**missed**'} |",
+            f"| test ECE ≤ 0.03 | {n['ece']:.4f} | {'met' if n['ece'] <= 0.03 else '**missed**'} |",
+            f"| 90 % sets cover 88–92 % of test pairs | {n['coverage_90']:.2f} % | "
+            f"{'met' if 88 <= n['coverage_90'] <= 92 else '**missed**'} |"]
+    return "\n".join(rows) + "\n"
+
+
 def score_scale() -> str:
     s = result("score_scale")
     f32, bf16, csv = s["parquet_float32"], s["parquet_bf16"], s["csv"]
@@ -132,7 +162,8 @@ def audit() -> str:
 
 BLOCKS: dict[str, Callable[[], str]] = {
     "default_run": default_run, "headline": headline, "nine_runs": nine_runs, "seeds": seeds,
-    "finetune": finetune, "gender": gender, "nana": nana, "score_scale": score_scale, "audit": audit}
+    "finetune": finetune, "gender": gender, "nana": nana, "nana_at_k": nana_at_k, "nana_bars": nana_bars,
+    "score_scale": score_scale, "audit": audit}
 
 
 def show(name: str) -> None:
