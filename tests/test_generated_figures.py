@@ -61,3 +61,15 @@ def test_no_quantity_with_two_figures():
     for stale in ("0.8888", "0.6742", "+0.22 points", "0.8425 and", "14,395", "29,103", "about 27 s", "25.6 s",
                   "27.1 s", "29.7 s", "0.8167"):
         assert stale not in text, stale
+
+
+def test_a_run_writes_the_figures_it_prints_and_the_recorder_reads_them(trained, monkeypatch):
+    from benchmarks.record import figures_of
+
+    run, _, result = trained
+    written = json.loads((run / "results.json").read_text())
+    printed = dict(line.split() for line in result.stdout.split("results:\n")[1].splitlines()
+                   if line.strip().startswith(("test/", "val/acc_best")))
+    assert printed and all(f"{written['metrics'][key]:.4f}" == value for key, value in printed.items())
+    monkeypatch.chdir(run.parent.parent.parent)  # the run folder the results block names is relative to here
+    assert figures_of(result.stdout) == written
