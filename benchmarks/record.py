@@ -41,7 +41,7 @@ def figures_of(stdout: str) -> object:
     run = re.search(r"tensorboard --logdir (\S+)\s*$", stdout)
     if run:
         return json.loads((Path(run.group(1)) / "results.json").read_text())
-    return json.loads(stdout[stdout.index("{") if stdout.lstrip().startswith("{") else stdout.index("["):])
+    return json.loads(stdout)
 
 
 def record(name: str, command: list[str]) -> Path:

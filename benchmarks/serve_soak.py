@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.serve_load import free_port, hostile_bodies, largest_gap, probe, start_server, stop_server
+from benchmarks.serve_load import free_port, hostile_bodies, largest_gap, probe, start_server, stop_server, timed_post
 from nameorigin.base.errors import UserError, exits_2_on_user_error
 from nameorigin.data.corpus import read_corpus, shipped_corpus
 
@@ -75,13 +75,7 @@ async def soak(url: str, names: list[str], levels: list[float], seconds: float, 
                     await answer.read()
                     hostile_codes.setdefault(what, set()).add(answer.status)
                 continue
-            data = json.dumps(request_body(rng, names, levels)).encode()
-            start = time.perf_counter()
-            async with session.post(url, data=data, headers={"Content-Type": "application/json"}) as answer:
-                await answer.read()
-                if answer.status != 200:
-                    raise UserError(f"the server answered {answer.status} to a valid request")
-            current.append(time.perf_counter() - start)
+            current.append(await timed_post(session, url, json.dumps(request_body(rng, names, levels)).encode()))
 
     async def sampler() -> None:
         started = time.perf_counter()

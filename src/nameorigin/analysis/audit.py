@@ -77,8 +77,8 @@ def out_of_sample(pairs: list[tuple[str, str]], labels: list[str], folds: int = 
         warnings.filterwarnings("ignore", "The least populated class", UserWarning)
         splits = list(splitter.split(np.zeros(len(given)), given, groups))
     for fold, (train, held) in enumerate(splits):
-        model = fit_softmax(features[train], given[train], len(labels), seed + fold)
-        probabilities[held] = softmax_probabilities(model, features[held])
+        weights, bias = fit_softmax(features[train], given[train], len(labels), seed + fold)
+        probabilities[held] = softmax_probabilities(weights, bias, features[held])
     return probabilities
 
 
@@ -90,9 +90,10 @@ def bags(features: Any) -> tuple[Any, Any, Any]:
             torch.from_numpy(features.indptr[:-1].astype(np.int64)), torch.from_numpy(features.data))
 
 
-def fit_softmax(features: Any, given: np.ndarray, classes: int, seed: int) -> Any:
+def fit_softmax(features: Any, given: np.ndarray, classes: int, seed: int) -> tuple[Any, Any]:
     """Multinomial logistic regression on the hashed n-grams (one softmax over every label, where scikit-learn's
-    SGD fits one binary model per label: 175 of them on NaNa), by Adam on shuffled batches."""
+    SGD fits one binary model per label: 175 of them on NaNa), by Adam on shuffled batches: the n-gram table and
+    the bias."""
     import torch
 
     torch.manual_seed(seed)
@@ -114,15 +115,14 @@ def fit_softmax(features: Any, given: np.ndarray, classes: int, seed: int) -> An
             loss.backward()
             for optimizer in optimizers:
                 optimizer.step()
-    model.bias = bias
-    return model
+    return model, bias
 
 
-def softmax_probabilities(model: Any, features: Any) -> np.ndarray:
+def softmax_probabilities(model: Any, bias: Any, features: Any) -> np.ndarray:
     import torch
 
     with torch.no_grad():
-        chunks = [torch.softmax(model(*bags(features[start:start + BATCH * 8])) + model.bias, dim=1)
+        chunks = [torch.softmax(model(*bags(features[start:start + BATCH * 8])) + bias, dim=1)
                   for start in range(0, features.shape[0], BATCH * 8)]
     return torch.cat(chunks).numpy()
 
