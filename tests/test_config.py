@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 
 import pytest
 import torch
-from conftest import ROOT, TINY, last_scalars, run_dirs, score_in_one_process, train, write_corpus
+from conftest import ROOT, TINY, last_scalars, run_dirs, run_script, score_in_one_process, train, write_corpus
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
+from order_recorder import read_epochs
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nameorigin.base.errors import UserError
@@ -236,9 +238,16 @@ def test_ddp_cpu_two_processes_train_log_once_and_test_like_one_process(tmp_path
     """Held-out splits of 17 names in batches of 8 shard unevenly on purpose: 9 and 8 names per rank (before,
     the last rank repeated a batch, counting names twice, and the gather of unequal shares crashed gloo)."""
     corpus = write_corpus(tmp_path / "names", per_language=45)
-    result = train(tmp_path, "trainer=ddp_cpu", f"data.root={corpus}", *TINY, "data.batch_size=8", timeout=600,
-                   fresh=True)
+    order = tmp_path / "order"  # what each rank trained on, epoch by epoch (tests/order_recorder.py)
+    result = run_script([str(ROOT / "train.py"), "trainer=ddp_cpu", f"data.root={corpus}", *TINY, "data.batch_size=8",
+                         "+callbacks.order._target_=order_recorder.OrderRecorder", f"+callbacks.order.folder={order}"],
+                        cwd=tmp_path, timeout=600, env={"PYTHONPATH": str(ROOT / "tests")})
     assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [read_epochs(order, rank) for rank in (0, 1)]
+    for epoch in range(2):  # within an epoch the ranks' batches are disjoint; each rank's order changes
+        shares = [Counter(row for batch in ranks[rank][epoch] for row in batch) for rank in (0, 1)]
+        assert not shares[0] & shares[1] and len(ranks[0][epoch]) == len(ranks[1][epoch])
+    assert ranks[0][0] != ranks[0][1] and ranks[1][0] != ranks[1][1]
     assert "results:" in result.stdout
     unsynced = sorted(set(re.findall(r"self\.log\('([^']+)', \.\.\., sync_dist=True\)", result.stderr)))
     assert not unsynced, f"epoch-level values logged per rank: {unsynced}"

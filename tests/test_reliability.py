@@ -41,10 +41,20 @@ def final_weights(run: Path) -> dict[str, torch.Tensor]:
     return torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
 
 
-def run_into_second_epoch(tmp_path: Path, name: str, settle: float) -> tuple:
+def saved_epoch(folder: Path) -> int:
+    """The epoch of the newest last.ckpt under a run folder (-1 before the first)."""
+    for path in folder.glob("outputs/*/*/checkpoints/last.ckpt"):
+        try:
+            return int(torch.load(path, weights_only=True)["epoch"])
+        except (OSError, RuntimeError, EOFError):  # replaced while read
+            return -1
+    return -1
+
+
+def run_into_epoch(tmp_path: Path, name: str, settle: float, epoch: int = 1) -> tuple:
     """A reference run trained to the end, and the same run started in its own process and left `settle` seconds
-    past its first last.ckpt (into the second epoch): corpus, reference folder and result, the run's folder and
-    process (its stderr piped)."""
+    past the last.ckpt that ends epoch `epoch` - 1 (so into epoch `epoch`, counted from 0): corpus, reference folder
+    and result, the run's folder and process (its stderr piped)."""
     corpus = write_corpus(tmp_path / "names", per_language=300)
     reference_dir, folder = tmp_path / "reference", tmp_path / name
     reference_dir.mkdir()
@@ -54,7 +64,7 @@ def run_into_second_epoch(tmp_path: Path, name: str, settle: float) -> tuple:
     victim = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"data.root={corpus}", *RESUME],
                               cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and not list(folder.glob("outputs/*/*/checkpoints/last.ckpt")):
+    while time.monotonic() < deadline and saved_epoch(folder) < epoch - 1:
         time.sleep(0.05)
     time.sleep(settle)
     assert victim.poll() is None, "the run ended before it could be stopped"
@@ -63,7 +73,7 @@ def run_into_second_epoch(tmp_path: Path, name: str, settle: float) -> tuple:
 
 @pytest.mark.slow
 def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
-    corpus, reference_dir, reference, crash_dir, victim = run_into_second_epoch(tmp_path, "crash", 0.3)
+    corpus, reference_dir, reference, crash_dir, victim = run_into_epoch(tmp_path, "crash", 0.3)
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
 
@@ -81,8 +91,9 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
 def test_sigterm_mid_epoch_saves_the_step_and_the_resumed_run_equals_an_uninterrupted_one(tmp_path):
     """The run answers SIGTERM with last.ckpt at the batch in flight, one line and exit 143 within 10 s;
     ckpt_path=last resumes at the next batch, and the finished run's weights equal an uninterrupted run's
-    exactly (the same order of batches, the same dropout masks, the same optimizer and schedule state)."""
-    corpus, reference_dir, reference, stopped_dir, victim = run_into_second_epoch(tmp_path, "stopped", 0.2)
+    exactly (the same order of batches, the same dropout masks, the same optimizer and schedule state). Stopped in
+    the third epoch, whose order differs from the first's, so a resume that replayed epoch 0's order would fail."""
+    corpus, reference_dir, reference, stopped_dir, victim = run_into_epoch(tmp_path, "stopped", 0.2, epoch=2)
     sent = time.monotonic()
     victim.send_signal(signal.SIGTERM)
     _, stderr = victim.communicate(timeout=60)
@@ -91,7 +102,8 @@ def test_sigterm_mid_epoch_saves_the_step_and_the_resumed_run_equals_an_uninterr
     assert len(said) == 1 and "resume with ckpt_path=last" in said[0] and "Traceback" not in stderr, stderr[-2000:]
     saved = torch.load(run_dirs(stopped_dir)[-1] / "checkpoints" / "last.ckpt", weights_only=True)
     done = saved["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["processed"]
-    assert done > 0 and saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["batches"] == done
+    loader_state = saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]
+    assert done > 0 and loader_state == {"epoch": 2, "batches": done}
 
     resumed = train(stopped_dir, f"data.root={corpus}", *RESUME, "ckpt_path=last")
     assert resumed.returncode == 0, resumed.stderr[-2000:]

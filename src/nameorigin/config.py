@@ -220,6 +220,9 @@ class LoaderConfig:
 
     split_fractions: list[float] = field(default_factory=lambda: [0.8, 0.1, 0.1])
     split_seed: int = 0
+    # The training batches' order, drawn anew each epoch from (order_seed, epoch): conf/data sets it to the run's
+    # seed, so the training seed varies the order and the split seed only the split.
+    order_seed: int = 0
     batch_size: int | None = 64
     num_workers: int = 0  # batches are slices of pre-encoded tensors: workers only add start-up time
     normalize: Normalize = Normalize.ascii
@@ -233,6 +236,7 @@ class LoaderConfig:
         self.split_fractions = [float(f) for f in self.split_fractions]
         check_split(self.split_fractions)
         whole("data.split_seed", self.split_seed)
+        whole("data.order_seed", self.order_seed)
         whole("data.batch_size", self.batch_size, 1)
         whole("data.num_workers", self.num_workers)
         if not self.label_name.isidentifier():  # it becomes a column name and a JSON key

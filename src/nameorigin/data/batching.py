@@ -4,11 +4,11 @@ names of similar length (resumable and sharded across ranks), and the DataModule
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Sampler
@@ -53,10 +53,36 @@ class EncodedRows(torch.utils.data.Dataset):
         return idx, self.tokens[idx, : int(lengths.max())].long(), lengths
 
 
+class EpochOrder(Sampler[int]):
+    """A permutation of range(size) drawn from (seed, epoch): the order a training epoch reads its rows in.
+
+    It is the batch sampler's `sampler`, where Lightning looks for `set_epoch` at every epoch's start (on the
+    loader's sampler and on its batch sampler's sampler, never on the batch sampler itself). The generator is
+    numpy's SeedSequence with the epoch as its spawn key: distinct (seed, epoch) pairs draw distinct streams, where
+    `Random(seed + epoch)` gave seed s at epoch 1 the order of seed s + 1 at epoch 0."""
+
+    def __init__(self, size: int, seed: int = 0):
+        self.size, self.seed, self.epoch = size, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def generator(self) -> np.random.Generator:
+        """This epoch's random stream: the rows' order, then the batches' order."""
+        return np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(self.epoch,)))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.generator().permutation(self.size).tolist())
+
+    def __len__(self) -> int:
+        return self.size
+
+
 class BucketBatchSampler(Sampler[list[int]]):
     """Batches of similar length: shuffle, sort within pools of `pool` batches, shuffle the batches.
 
-    The order depends on (seed, epoch) only; Lightning calls `set_epoch` so a resumed run replays it. In a
+    Training's order is a function of (seed, epoch) only: the epoch lives in `self.sampler` (EpochOrder), which
+    Lightning advances, so every epoch draws its own order and a resumed run replays the interrupted one. In a
     distributed run, training gives each rank every `num_replicas`-th batch, dropping the remainder so every rank
     takes as many steps (DDP's gradient sync needs that). Evaluation instead gives each rank every
     `num_replicas`-th name, batched on its own: every held-out name is scored exactly once, and ranks may hold
@@ -66,16 +92,22 @@ class BucketBatchSampler(Sampler[list[int]]):
     def __init__(self, lengths: Sequence[int], batch_size: int, shuffle: bool, seed: int = 0, pool: int = 50,
                  num_replicas: int = 1, rank: int = 0):
         self.lengths = list(map(int, lengths))
-        self.batch_size, self.shuffle, self.seed, self.pool = batch_size, shuffle, seed, pool
-        self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
+        self.batch_size, self.shuffle, self.pool = batch_size, shuffle, pool
+        self.num_replicas, self.rank = num_replicas, rank
+        self.sampler = EpochOrder(len(self.lengths), seed)
         self.skip = 0  # batches of the next epoch already trained on (a run resumed mid-epoch)
 
+    @property
+    def epoch(self) -> int:
+        return self.sampler.epoch
+
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+        self.sampler.set_epoch(epoch)
 
     def resume_at(self, epoch: int, batches: int) -> None:
         """The next pass is epoch `epoch`'s order from its batch `batches` on (ResumableLoader)."""
-        self.epoch, self.skip = epoch, batches
+        self.sampler.set_epoch(epoch)
+        self.skip = batches
 
     def _bucket(self, order: list[int]) -> list[list[int]]:
         step = self.batch_size * self.pool
@@ -88,11 +120,9 @@ class BucketBatchSampler(Sampler[list[int]]):
     def _batches(self) -> list[list[int]]:
         if not self.shuffle:
             return self._bucket(list(range(self.rank, len(self.lengths), self.num_replicas)))
-        order = list(range(len(self.lengths)))
-        rng = random.Random(self.seed + self.epoch)
-        rng.shuffle(order)
-        batches = self._bucket(order)
-        rng.shuffle(batches)
+        rng = self.sampler.generator()
+        batches = self._bucket(rng.permutation(len(self.lengths)).tolist())
+        batches = [batches[i] for i in rng.permutation(len(batches))]
         if self.num_replicas > 1:
             batches = batches[: len(batches) - len(batches) % self.num_replicas]
         return batches[self.rank :: self.num_replicas]
@@ -175,12 +205,13 @@ def bucket_loader(dataset: Any, batch_size: int, shuffle: bool, seed: int, datam
 
 class BucketedDataModule(pl.LightningDataModule):
     """What every corpus' DataModule shares: bucketed loaders over `self.datasets`, the split manifest, and the
-    resume check. Subclasses set datasets, batch_size, split_seed, num_workers, splits and corpus_sha256, and
-    define manifest(), state_dict() (the settings that decide the split) and corpus_setting()."""
+    resume check. Subclasses set datasets, batch_size, split_seed, order_seed, num_workers, splits and
+    corpus_sha256, and define manifest(), state_dict() (the settings that decide the split) and corpus_setting()."""
 
     datasets: dict[str, Any]
     batch_size: int
     split_seed: int
+    order_seed: int
     num_workers: int
     splits: dict
     corpus_sha256: str
@@ -220,7 +251,7 @@ class BucketedDataModule(pl.LightningDataModule):
         return write_atomically(path, lambda tmp: tmp.write_text(json.dumps(self.manifest(), indent=1)))
 
     def _loader(self, split: str, shuffle: bool, shard: bool = True) -> DataLoader:
-        return bucket_loader(self.datasets[split], self.batch_size, shuffle, self.split_seed, self, self.num_workers,
+        return bucket_loader(self.datasets[split], self.batch_size, shuffle, self.order_seed, self, self.num_workers,
                              shard)
 
     def whole_split_loader(self, split: str) -> DataLoader:
@@ -239,7 +270,7 @@ class BucketedDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         if self.one_length_batches:  # the fast path (set by nameorigin.training.pipeline)
-            return one_length_loader(self.datasets["train"], self.batch_size, self.split_seed, self)
+            return one_length_loader(self.datasets["train"], self.batch_size, self.order_seed, self)
         return self._loader("train", shuffle=True)
 
     def val_dataloader(self) -> DataLoader:

@@ -79,6 +79,7 @@ class NamesDataModule(BucketedDataModule):
         """The settings every reader of (name, label) pairs shares, from its typed config."""
         self.config, self.root, self.normalize = config, root, config.normalize.value
         self.split_fractions, self.split_seed = config.split_fractions, config.split_seed
+        self.order_seed = config.order_seed
         self.batch_size, self.num_workers, self.label_name = config.batch_size, config.num_workers, config.label_name
         self.exclude, self.excluded = config.exclude, 0
         self.splits: dict[str, list[tuple[str, str]]] = {}

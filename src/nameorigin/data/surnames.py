@@ -182,7 +182,7 @@ class SurnamesDataModule(BucketedDataModule):
         if config.exclude:
             raise UserError("data.exclude leaves rows of a labelled table out of training: use it with data=names "
                             "or data=table (surnames carry country shares, not one label a row)")
-        self.cache, self.split_seed = Path(config.cache), config.split_seed
+        self.cache, self.split_seed, self.order_seed = Path(config.cache), config.split_seed, config.order_seed
         self.split_fractions = config.split_fractions
         self.batch_size, self.limit, self.num_workers = config.batch_size, config.limit, config.num_workers
         self.vocab, self.splits = list(VOCAB), {}
