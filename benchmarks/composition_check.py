@@ -1,9 +1,9 @@
 """How well `--composition` finds a table's label mix, where the truth is known: resample a checkpoint's test split
 into tables of `size` names at known label mixes, estimate each table's composition, and report per method the
-mean absolute error of the shares and how often the intervals hold the true share, over every (table, label)
-pair. The reference (the adjusted method's confusion matrix) is the one the checkpoint carries: the validation names
-as best.ckpt answers them, for best.ckpt and refit.ckpt alike (a checkpoint without one: its validation names,
-answered now, refused for a refit, which trained on them).
+mean absolute error of the shares and, for each method that has intervals (adjusted), how often they hold the
+true share, over every (table, label) pair. The reference (the adjusted method's confusion matrix) is the one the
+checkpoint carries: the validation names as best.ckpt answers them, for best.ckpt and refit.ckpt alike (a
+checkpoint without one: its validation names, answered now, refused for a refit, which trained on them).
 
   python -m benchmarks.composition_check <run>/checkpoints/refit.ckpt \\
       --mix uniform swapped docs/priors/census_like.json docs/priors/east_asian.json docs/priors/european.json
@@ -22,6 +22,7 @@ import torch
 
 from benchmarks.prior_check import named_mix
 from nameorigin.analysis.composition import (
+    INTERVAL_METHODS,
     METHODS,
     Resampling,
     answered,
@@ -72,8 +73,8 @@ def composition_check(predictor: Predictor, root: str | Path, mixes: dict[str, t
         weights = mix.numpy() * present
         weights = weights / weights.sum()
         errors = {method: [] for method in METHODS}
-        covered = {method: [] for method in METHODS}
-        widths = {method: [] for method in METHODS}
+        covered = {method: [] for method in INTERVAL_METHODS}
+        widths = {method: [] for method in INTERVAL_METHODS}
         for table in range(tables):
             drawn = rng.choice(len(labels), size=size, p=weights)
             rows = np.array([rng.choice(by_label[k]) for k in drawn])
@@ -83,14 +84,15 @@ def composition_check(predictor: Predictor, root: str | Path, mixes: dict[str, t
             found = estimate(probs[torch.from_numpy(keep)], torch.from_numpy(counts[keep]), predictor.trained_prior,
                              labels, reference, replace(resampling, seed=seed * 100_003 + table))
             for method in METHODS:
-                shares = np.array(found.estimates[method])
+                errors[method].append(np.abs(np.array(found.estimates[method]) - truth).mean())
+            for method in INTERVAL_METHODS:
                 low, high = np.array(found.intervals[method]).T
-                errors[method].append(np.abs(shares - truth).mean())
                 covered[method].append(((low <= truth) & (truth <= high)).mean())
                 widths[method].append((high - low).mean())
-        results[mix_name] = {method: {"mae": float(np.mean(errors[method])),
-                                      "coverage": float(np.mean(covered[method])),
-                                      "mean_width": float(np.mean(widths[method]))} for method in METHODS}
+        results[mix_name] = {method: {"mae": float(np.mean(errors[method]))} for method in METHODS}
+        for method in INTERVAL_METHODS:
+            results[mix_name][method].update(coverage=float(np.mean(covered[method])),
+                                             mean_width=float(np.mean(widths[method])))
     return {"tables": tables, "size": size, "bootstraps": resampling.bootstraps, "level": resampling.level,
             "reference_names": len(reference.targets), "reference": reference.measured_on, "mixes": results}
 

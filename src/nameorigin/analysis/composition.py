@@ -1,7 +1,7 @@
 """The label mix of a group, with intervals: what share of a table's rows is of each label.
 
 Three estimates from the calibrated probabilities of the rows' names (abstained and unusable rows left out and
-counted), each with a percentile bootstrap interval:
+counted):
 - `mean`: the rows' mean probability per label;
 - `em`: the EM estimate of the prior (nameorigin.serving.prior), each name weighted by its rows;
 - `adjusted`: the mean probability corrected by the model's soft confusion matrix, measured on held-out names of
@@ -9,8 +9,12 @@ counted), each with a percentile bootstrap interval:
   carries; a refit trained on those names, so its own answers there would be in-sample and its intervals a sixth
   as wide as they should be): E[p | label k] is row k of that matrix, so the
   table's mean probability is its transpose times the true mix, which is solved for (black-box shift estimation
-  on probabilities, Lipton et al. 2018). Its interval resamples the reference names as well as the table's rows,
-  so it carries the model's own uncertainty; the other two resample the rows alone.
+  on probabilities, Lipton et al. 2018).
+
+Only `adjusted` has an interval: a percentile bootstrap that resamples the reference names as well as the table's
+rows, so it carries the model's own uncertainty and holds its level (benchmarks.composition_check). An interval
+for `mean` or `em` could resample the rows alone; their error is mostly the model's miscalibration, which the
+rows cannot show, so such intervals held the true share far less often than they said and are not given.
 
 None covers a drift in how names of one label are spelled (p(name | label) changing between the reference and the
 table): every method assumes the table differs from the training data only in its label mix.
@@ -30,6 +34,7 @@ from nameorigin.serving.prior import estimate_prior
 from nameorigin.serving.progress import Progress
 
 METHODS = ("mean", "em", "adjusted")
+INTERVAL_METHODS = ("adjusted",)
 LEVEL, BOOTSTRAPS = 0.9, 200
 
 
@@ -60,7 +65,8 @@ class Composition:
     abstained: int  # rows whose name the model abstained on, left out
     unusable: int  # rows without a usable name, left out
     estimates: dict[str, list[float]] = field(default_factory=dict)  # method -> share per label
-    intervals: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # method -> (low, high) per label
+    # method -> (low, high) per label: INTERVAL_METHODS only, the ones whose intervals hold their level
+    intervals: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     level: float = LEVEL
     reference: str = ""  # which names measured the adjusted method's confusion, or why there is no adjusted
 
@@ -71,16 +77,18 @@ class Composition:
 
     def table(self) -> str:
         methods = list(self.estimates)
-        head = f"{'label':<14}" + "".join(f" {m + f' ({self.level:.0%} interval)':>30}" for m in methods)
+        head = f"{'label':<14}" + "".join(f" {m + f' ({self.level:.0%} interval)':>30}" if m in self.intervals
+                                          else f" {m:>9}" for m in methods)
         lines = [head]
         order = np.argsort(-np.asarray(self.estimates[methods[-1]]))
         for j in order.tolist():
             cells = "".join(f" {self.estimates[m][j]:>9.1%} [{self.intervals[m][j][0]:>6.1%}, "
-                            f"{self.intervals[m][j][1]:>6.1%}]" + " " * 3 for m in methods)
+                            f"{self.intervals[m][j][1]:>6.1%}]" + " " * 3 if m in self.intervals
+                            else f" {self.estimates[m][j]:>9.1%}" for m in methods)
             lines.append(f"{self.labels[j]:<14}{cells}")
         lines.append(f"{self.rows:,} rows counted; left out: {self.abstained:,} abstained, {self.unusable:,} without "
-                     "a usable name. mean and em intervals resample the rows; adjusted's also resamples the "
-                     "reference names (the model's uncertainty)")
+                     "a usable name. adjusted's interval resamples the rows and the reference names; mean and em "
+                     "have none (their error is the model's miscalibration, which resampling rows cannot show)")
         if self.reference:
             lines.append(f"reference: {self.reference}")
         return "\n".join(lines)
@@ -97,28 +105,6 @@ def solve_mix(confusion: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
         solved[failed] = torch.linalg.pinv(system[failed]) @ target[failed]
     solved = solved.squeeze(-1).clamp_min(0)
     return solved / solved.sum(-1, keepdim=True).clamp_min(1e-12)
-
-
-def em_step(probs: torch.Tensor, trained: torch.Tensor, prior: torch.Tensor, shares: torch.Tensor) -> torch.Tensor:
-    """One EM step: the names' posteriors re-weighted to `prior`, averaged with `shares` (one row per weighting)."""
-    adjusted = probs * (prior / trained)
-    return shares @ (adjusted / adjusted.sum(-1, keepdim=True))
-
-
-def linearized_em(probs: torch.Tensor, trained: torch.Tensor, em: torch.Tensor, shares: torch.Tensor,
-                  step: float = 1e-4) -> torch.Tensor:
-    """EM's estimate for other weightings of the same names (shares [B, n]), to first order around its fixed point
-    `em` for the original weighting: q_b = em + (I - J)^-1 (step_b(em) - em), J the Jacobian of the EM step at em.
-    A bootstrap replicate then costs a matrix product instead of an EM run (the delta method)."""
-    base = shares.mean(0, keepdim=True)
-    labels = len(em)
-    eye = torch.eye(labels, dtype=torch.float64)
-    jacobian = torch.stack([(em_step(probs, trained, em + step * eye[j].float(), base)[0]
-                             - em_step(probs, trained, em - step * eye[j].float(), base)[0]).double() / (2 * step)
-                            for j in range(labels)], dim=1)
-    moved = (em_step(probs, trained, em, shares) - em).double()
-    replicas = (em.double() + moved @ torch.linalg.pinv(eye - jacobian).T).clamp_min(0)
-    return (replicas / replicas.sum(-1, keepdim=True)).float()
 
 
 @dataclass(frozen=True)
@@ -148,22 +134,20 @@ def estimate(probs: torch.Tensor, counts: torch.Tensor, trained: torch.Tensor, l
     result.estimates = {"mean": mean.tolist(), "em": em.tolist()}
     if confusion is not None:
         result.estimates["adjusted"] = solve_mix(confusion, mean).tolist()
+    if reference is None:
+        return result
     generator = np.random.default_rng(resampling.seed)
     # The Poisson bootstrap: each name's rows drawn again as Poisson(rows), a multinomial resampling of the rows
-    # to within its total, one vectorized draw.
+    # to within its total, one vectorized draw; and the reference names resampled with them.
     draws = torch.from_numpy(generator.poisson(counts.numpy(), size=(bootstraps, len(counts)))).float()
     weights = draws / draws.sum(-1, keepdim=True).clamp_min(1)
-    boot_mean = weights @ probs
-    boots = {"mean": boot_mean, "em": linearized_em(probs, trained, em, weights)}
-    if reference is not None:
-        n = len(reference.targets)
-        resampled = torch.from_numpy(generator.multinomial(n, np.full(n, 1 / n), size=bootstraps)).float()
-        confusions = torch.stack([reference.confusion(weights) for weights in resampled])
-        boots["adjusted"] = solve_mix(confusions, boot_mean)
+    n = len(reference.targets)
+    resampled = torch.from_numpy(generator.multinomial(n, np.full(n, 1 / n), size=bootstraps)).float()
+    confusions = torch.stack([reference.confusion(weights) for weights in resampled])
+    replicates = solve_mix(confusions, weights @ probs)
     tail = (1 - level) / 2
-    for method, values in boots.items():
-        low, high = torch.quantile(values, torch.tensor([tail, 1 - tail]), dim=0)
-        result.intervals[method] = list(zip(low.tolist(), high.tolist(), strict=True))
+    low, high = torch.quantile(replicates, torch.tensor([tail, 1 - tail]), dim=0)
+    result.intervals["adjusted"] = list(zip(low.tolist(), high.tolist(), strict=True))
     return result
 
 

@@ -26,7 +26,7 @@ def composition(checkpoint: Checkpoint, names: Names = None, file: NamesFile = N
                                                                                "JSON")] = "text",
                 device: Device = "cpu", outputs: Outputs = Path("outputs")) -> int:
     """Each label's share of the rows: the mean probability, the EM estimate and, with a reference, the
-    confusion-adjusted estimate, each with a 90 % interval (docs/serving.md "Composition")."""
+    confusion-adjusted estimate with its 90 % interval (docs/serving.md "Composition")."""
     import json
 
     from nameorigin.analysis.composition import cells_composition, checkpoint_reference, table_composition
