@@ -13,10 +13,10 @@ from typing import IO, Any
 
 from nameorigin.base.errors import UserError
 from nameorigin.base.formats import format_of, known_suffixes, output_format
-from nameorigin.base.formats.common import Chunk, TableFormat
+from nameorigin.base.formats.common import Chunk, NewRows, TableFormat
 from nameorigin.base.formats.delimited import Delimited, delimiter_for
 
-__all__ = ["TableReader", "TableWriter", "delimiter_for", "is_missing", "output_format"]
+__all__ = ["TableReader", "TableWriter", "delimiter_for", "is_missing", "output_format", "write_table"]
 
 # What spreadsheets, pandas and databases write for an empty cell: a missing value, not a name or a label.
 MISSING_MARKERS = frozenset({"NaN", "nan", "NULL", "null", "N/A", "#N/A", "None", "<NA>"})
@@ -112,3 +112,25 @@ class TableWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.writer.close(failed=exc[0] is not None)
+
+
+def write_table(path: Path, columns: list[str], kinds: list[type], rows: list[list[Any]], setting: str) -> None:
+    """A table made from scratch (no input rows), in the format its suffix names: `rows` of values of `kinds`
+    (int, float, bool or str; None for an empty cell). Written in place: wrap it in write_atomically."""
+    if Path(path).suffix.lower() not in known_suffixes():
+        raise UserError(f"{setting} {path}: unknown table suffix {Path(path).suffix or '(none)'!r}: end the name in "
+                        f"{', '.join(known_suffixes())}")
+    fmt = format_of(path)
+    chunk = NewRows(len(rows))
+    if fmt.typed:  # pyarrow arrays, one per column, and the format writes its own file
+        import pyarrow as pa
+
+        types = {int: pa.int64(), float: pa.float64(), bool: pa.bool_(), str: pa.string()}
+        arrays = [pa.array([row[i] for row in rows], type=types[kind]) for i, kind in enumerate(kinds)]
+        with TableWriter(path, [], columns, ",", fmt, kinds) as writer:
+            writer.write(chunk, arrays)
+        return
+    cells = [["" if value is None else str(value) for value in row] for row in rows]
+    with open(path, "w", encoding="utf-8", newline="") as stream, \
+            TableWriter(stream, [], columns, delimiter_for(path), fmt, kinds) as writer:
+        writer.write(chunk, cells)

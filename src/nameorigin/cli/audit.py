@@ -14,8 +14,8 @@ from nameorigin.cli.app import app
 def audit(data: Annotated[Path | None, typer.Argument(
               exists=True, help="a folder of <Language>.txt files, or a table (CSV, TSV, Parquet, JSON Lines) with "
               "a name and a label column (default: the shipped corpus)")] = None,
-          out: Annotated[Path, typer.Option(dir_okay=False, help="the suspects, most doubtful first: .csv, .tsv or "
-                                            ".parquet")] = Path("suspects.csv"),
+          out: Annotated[Path, typer.Option(dir_okay=False, help="the suspects, most doubtful first: any table "
+                                            "format (.csv, .tsv, .parquet, .jsonl)")] = Path("suspects.csv"),
           name_column: Annotated[str, typer.Option(help="a table's name column")] = "name",
           label_column: Annotated[str, typer.Option(help="a table's label column")] = "label",
           folds: Annotated[int, typer.Option(min=2, help="folds of the out-of-sample probabilities")] = 5,
@@ -32,11 +32,14 @@ def audit(data: Annotated[Path | None, typer.Argument(
     from nameorigin.analysis.audit import audit as find
     from nameorigin.base.atomic import write_atomically
     from nameorigin.base.errors import UserError
+    from nameorigin.base.formats import known_suffixes
+    from nameorigin.base.tables import write_table
     from nameorigin.config import TableDataConfig
     from nameorigin.data.corpus import read_corpus, shipped_corpus
 
-    if out.suffix.lower() not in (".csv", ".tsv", ".parquet"):
-        raise UserError(f"--out {out}: name a .csv, .tsv or .parquet file")
+    if out.suffix.lower() not in known_suffixes():  # before the fit, not after it
+        raise UserError(f"--out {out}: unknown table suffix {out.suffix or '(none)'!r}: end the name in "
+                        f"{', '.join(known_suffixes())}")
     if data is None or data.is_dir():
         pairs = read_corpus(data or shipped_corpus())[0]
     else:
@@ -44,20 +47,13 @@ def audit(data: Annotated[Path | None, typer.Argument(
 
         pairs = read_table(TableDataConfig(path=str(data), name_column=name_column, label_column=label_column)).pairs
     found = find(pairs, folds, seed, threshold, cleanlab_cut)
-    write_atomically(out, lambda tmp: write_suspects(found.rows(), tmp, out.suffix.lower()))
+    columns = dict(SUSPECT_COLUMNS)
+    rows = [[row[column] for column in columns] for row in found.rows()]
+    write_atomically(out, lambda tmp: write_table(tmp, list(columns), list(columns.values()), rows, "--out"))
     print(f"{found.summary()}; wrote {out}", file=sys.stderr)
     return 0
 
 
-def write_suspects(rows: list[dict], path: Path, suffix: str) -> None:
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
-
-    schema = pa.schema([("row", pa.int64()), ("name", pa.string()), ("given_label", pa.string()),
-                        ("suggested_label", pa.string()), ("given_label_probability", pa.float64())])
-    table = pa.Table.from_pylist(rows, schema=schema)
-    if suffix == ".parquet":
-        pq.write_table(table, path)
-    else:
-        pacsv.write_csv(table, path, pacsv.WriteOptions(delimiter="\t" if suffix == ".tsv" else ","))
+# The suspects table's columns and their kinds, in order.
+SUSPECT_COLUMNS = (("row", int), ("name", str), ("given_label", str), ("suggested_label", str),
+                   ("given_label_probability", float))

@@ -113,8 +113,23 @@ class TextChunk:
         return pa.Table.from_arrays([pa.array(c, type=pa.string()) for c in columns], names=self.header)
 
 
+class NewRows(TextChunk):
+    """Rows of no input table: `rows` rows without columns, to which a writer appends every column of a table made
+    from scratch (nameorigin.base.tables.write_table)."""
+
+    def __init__(self, rows: int):
+        super().__init__([], [[] for _ in range(rows)], list(range(2, rows + 2)))
+
+    def arrow(self) -> Any:
+        import pyarrow as pa
+
+        return pa.table({"row": pa.nulls(len(self))}).drop_columns(["row"])
+
+
 def typed_value(kind: type, cell: str) -> Any:
     """A text cell as its column's kind: a number (None when empty), a flag, or the text itself."""
+    if kind is int:
+        return int(cell) if cell else None
     if kind is float:
         return float(cell) if cell else None
     if kind is bool:
