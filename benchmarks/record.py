@@ -4,8 +4,11 @@ machine and the date in docs/results/<name>.json. The docs' tables and sentences
 
   python -m benchmarks.record default_run -- python train.py callbacks.progress_bar=null
   python -m benchmarks.record audit_seed1 -- python -m benchmarks.audit_check --seed 1 --json
+  python -m benchmarks.record nana -- nameorigin nana-table --fetch --then python train.py experiment=nana
 
 A training command's figures are its run folder's results.json; any other command's are the JSON it prints.
+`--then` chains commands (a table built, then a run on it): each runs once the one before succeeded, and the
+figures are the last one's. The seconds are the whole chain's.
 """
 
 from __future__ import annotations
@@ -37,22 +40,46 @@ def commit() -> str:
 
 
 def figures_of(stdout: str) -> object:
-    """A run's results.json (the folder its last lines name), else the JSON the command printed."""
+    """A run's results.json (the folder its last lines name), else the JSON the command printed, else its printed
+    text as it is (a command's output the docs show: {"stdout": ...})."""
     run = re.search(r"tensorboard --logdir (\S+)\s*$", stdout)
     if run:
         return json.loads((Path(run.group(1)) / "results.json").read_text())
-    return json.loads(stdout)
+    try:
+        return json.loads(stdout)
+    except json.JSONDecodeError:
+        return {"stdout": stdout}
+
+
+THEN = "--then"
+
+
+def steps_of(command: list[str]) -> list[list[str]]:
+    """The commands of a chain, split at each --then."""
+    steps: list[list[str]] = [[]]
+    for part in command:
+        if part == THEN:
+            steps.append([])
+        else:
+            steps[-1].append(part)
+    return steps
+
+
+def shown(command: list[str]) -> str:
+    """A command as the docs show it: an interpreter by its name, not by a machine's path."""
+    return shlex.join(["python" if Path(part).name.startswith("python") else part for part in command])
 
 
 def record(name: str, command: list[str]) -> Path:
     measured_at = commit()  # before the run: what the command ran, not what changed while it did
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    for step in steps_of(command):
+        done = subprocess.run(step, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            sys.exit(f"error: {shlex.join(step)} exited {done.returncode}: {done.stderr.strip()[-500:]}")
     seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        sys.exit(f"error: {shlex.join(command)} exited {done.returncode}: {done.stderr.strip()[-500:]}")
-    shown = ["python" if Path(part).name.startswith("python") else part for part in command]  # not a machine's path
-    result = {"command": shlex.join(shown), "source": "written by benchmarks.record from the command's output",
+    result = {"command": "; ".join(shown(step) for step in steps_of(command)),
+              "source": "written by benchmarks.record from the command's output",
               "commit": measured_at, "machine": machine(), "date": datetime.date.today().isoformat(),
               "seconds": round(seconds, 1), "figures": figures_of(done.stdout)}
     path = RESULTS / f"{name}.json"
@@ -66,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the measuring command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command or not re.fullmatch(r"[a-z0-9_]+", args.name):
+    if not all(steps_of(command)) or not re.fullmatch(r"[a-z0-9_]+", args.name):
         parser.error("give a name of lower-case letters, digits and _, then -- and the command")
     print(record(args.name, command))
     return 0
