@@ -59,6 +59,17 @@ def test_the_training_seed_drives_the_order_and_the_split_seed_does_not(two_runs
     assert resplit[0] != first[0]
 
 
+def test_runs_without_a_test_are_compared_on_validation(two_runs):
+    """compare-runs reads hp/ values, which a run writes with its test: a test=false sweep still shows val."""
+    from conftest import NAMEORIGIN, run_in_process
+
+    *_, root = two_runs
+    listed = run_in_process([NAMEORIGIN, "compare-runs", str(root / "first")], cwd=root)
+    assert listed.returncode == 0, listed.stderr
+    row = listed.stdout.splitlines()[1].split()
+    assert float(row[0]) > 0.25 and row[1:3] == ["-", "-"]  # validation read; no test figures
+
+
 def test_seed_and_epoch_do_not_collide():
     """Random(seed + epoch) gave seed s at epoch 1 the order of seed s + 1 at epoch 0."""
     def order(seed: int, epoch: int) -> list[int]:

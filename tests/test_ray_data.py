@@ -1,4 +1,4 @@
-"""Scoring with Ray Data on a local cluster (nameorigin.serving.ray_data, nameorigin-ray-score): the same answers as
+"""Scoring with Ray Data on a local cluster (nameorigin.serving.ray_data, nameorigin ray-score): the same answers as
 predict_frame on the same rows, one-line refusals, and Ray kept out of every other import."""
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ from nameorigin.cli.app import app
 from nameorigin.model.label_report import wilson
 
 METRICS = ("hp/val_acc_best", "hp/test_acc", "hp/test_macro_f1")
+# A run with test=false writes no hp/ values (they are written with the test): its validation score is still read.
+FALLBACKS = {"hp/val_acc_best": "val/acc_best"}
 
 
 def pooled_labels(runs: list[Path], min_names: int) -> list[str]:
@@ -52,7 +54,11 @@ def run_scores(run: Path) -> dict[str, float]:
 
     events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0}).Reload()
     tags = set(events.Tags()["scalars"])
-    return {m: events.Scalars(m)[-1].value for m in METRICS if m in tags}
+    found = {m: events.Scalars(m)[-1].value for m in METRICS if m in tags}
+    for metric, written in FALLBACKS.items():
+        if metric not in found and written in tags:
+            found[metric] = max(event.value for event in events.Scalars(written))
+    return found
 
 
 @app.command("compare-runs")

@@ -1,6 +1,6 @@
 """names-dataset's first names as a table of gender shares, for the second task (first name -> gender):
 
-    python scripts/first_names_table.py                      # writes data/first_names/gender.csv and .json
+    nameorigin first-names-table                             # writes data/first_names/gender.csv and .json
     python train.py experiment=first_name_gender
 
 The conversion reads only the installed package's own pickle (v3/first_names.pkl.gz, 727,556 names), as the

@@ -1,7 +1,7 @@
 """name2nat's NaNa (1,074,617 Wikipedia full names -> 176 nationalities) as a table for `data=table`:
 
-    nameorigin-nana-table --fetch                 # pip download name2nat==0.5.1 --no-deps, then convert
-    nameorigin-nana-table --wheel name2nat-0.5.1-py3-none-any.whl
+    nameorigin nana-table --fetch                 # pip download name2nat==0.5.1 --no-deps, then convert
+    nameorigin nana-table --wheel name2nat-0.5.1-py3-none-any.whl
     python train.py experiment=nana
 
 NaNa ships inside name2nat's wheel as `name2nat/name2nats.pkl`, a pickled dict of full names to lists of

@@ -89,7 +89,10 @@ class Predictor:
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", calibrated: bool = True) -> Predictor:
-        """A training checkpoint (.ckpt) or an exported program (.pt2 or .onnx, with a .json sidecar)."""
+        """A training checkpoint (.ckpt) or an exported program (.pt2 or .onnx, with a .json sidecar); "latest":
+        the newest run's model under outputs/ (newest_checkpoint), as the commands read it."""
+        if str(path) == "latest":
+            path = newest_checkpoint()
         if Path(path).suffix in EXPORTED_SUFFIXES:
             return cls.from_exported(path, calibrated)
         return cls.from_checkpoint(path, device, calibrated)

@@ -23,6 +23,7 @@ from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate, held_out_
 from nameorigin.model.cells import check_cell
 from nameorigin.training import graphed, linear_part, refit, search, sizing, transfer
 from nameorigin.training.abstention import fit_abstention
+from nameorigin.training.callbacks import GradAccumulationLogger
 from nameorigin.training.card import write_model_card
 from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
 from nameorigin.training.dashboard import log_calibration
@@ -81,6 +82,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
     finally:
         Path(cfg.paths.output_dir, "checkpoints", "resume.ckpt").unlink(missing_ok=True)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+    gradient_check = next((callback.summary() for callback in trainer.callbacks
+                           if isinstance(callback, GradAccumulationLogger) and callback.history), None)
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
     final = finish_model(cfg, trainer, model, datamodule, best, pretrained, loggers)
@@ -93,7 +96,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
             metrics.update(margin_metrics(margin))
     metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
     if trainer.is_global_zero:
-        write_outputs(cfg, model, final, metrics, picks, candidates, margin)
+        write_outputs(cfg, model, final, metrics, picks, candidates, margin, gradient_check)
         output_dir = Path(cfg.paths.output_dir)
         report_to_trackers(loggers, cfg, picks, final, [output_dir / "MODEL_CARD.md", output_dir / "label_report.json"])
     return metrics
@@ -168,9 +171,9 @@ def finish_model(cfg: DictConfig, trainer: pl.Trainer, model: NameClassifier, da
 
 
 def write_outputs(cfg: DictConfig, model: NameClassifier, final: str | None, metrics: dict, picks: list,
-                  candidates: list, margin: dict | None) -> None:
+                  candidates: list, margin: dict | None, gradient_check: dict | None = None) -> None:
     """What the run leaves beside its checkpoints: the search's candidates in the model, the per-label report, the
-    model card and the results block."""
+    model card, results.json (with the gradient check's summary of the first training) and the results block."""
     output_dir = Path(cfg.paths.output_dir)
     if final and candidates:  # the card lists them
         update_checkpoint(final, lambda checkpoint: checkpoint.__setitem__("search", search.plain(candidates)))
@@ -181,7 +184,8 @@ def write_outputs(cfg: DictConfig, model: NameClassifier, final: str | None, met
         write_model_card(output_dir, final, metrics, picks, model.label_report)
     figures = {k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     write_atomically(output_dir / "results.json", lambda path: path.write_text(  # what benchmarks.record reads
-        json.dumps({"metrics": figures, "margin": margin}, indent=1, default=float)))
+        json.dumps({"metrics": figures, "margin": margin, "gradient_check": gradient_check}, indent=1,
+                   default=float)))
     report(metrics, output_dir, margin)
 
 
