@@ -77,6 +77,38 @@ def seeds() -> str:
     return "\n".join(rows) + "\n"
 
 
+def gradient_check() -> str:
+    """The default run's gradient check, as its train.log summarizes it."""
+    check = result("default_run")["gradient_check"]
+    weights = ", ".join(f"`{w}` {check['horizon90'][w]:.1f} characters ({check['last_char_share'][w]:.3f})"
+                        for w in check["horizon90"])
+    return (f"{check['checks']} checks; the largest residual of any weight at any check "
+            f"{check['max_residual']:.1e}. Over the last 10 checks (names of {check['mean_name_length']:.1f} "
+            f"characters on average), the fewest final characters holding 90 % of each weight's gradient (and the "
+            f"last character's share): {weights}.\n")
+
+
+def set_kinds() -> str:
+    """The default run's test coverage and set size for both kinds of prediction set, at every level."""
+    metrics = result("default_run")["metrics"]
+    rows = ["| level | marginal sets: test coverage, mean size | class-conditional sets: test coverage, mean size |",
+            "|---|---|---|"]
+    for level in (80, 90, 95):
+        cells = [f"{metrics[f'test/coverage_{level}_{kind}']:.3f}, {metrics[f'test/set_size_{level}_{kind}']:.2f}"
+                 for kind in ("marginal", "mondrian")]
+        rows.append(f"| {level} % | {cells[0]} | {cells[1]} |")
+    return "\n".join(rows) + "\n"
+
+
+def h200() -> str:
+    found = recorded("h200")
+    f = found["figures"]
+    return (f"On {found['machine']} ({found['date']}; the commit is in docs/results/h200.json): the default run in "
+            f"{f['default_run_seconds']:.0f} s, test accuracy {f['default_run_test_acc']:.4f}, macro-F1 "
+            f"{f['default_run_test_macro_f1']:.4f}; the surnames pretraining at {f['pretraining_epoch_seconds']} s an "
+            f"epoch, {f['pretraining_speedup_over_2_cpu_cores']} times the 2-core CPU.\n")
+
+
 def recorded(name: str) -> dict:
     """A whole result file: its command, commit, machine, date and seconds beside the figures."""
     return json.loads((RESULTS / f"{name}.json").read_text())
@@ -213,7 +245,8 @@ def audit() -> str:
 BLOCKS: dict[str, Callable[[], str]] = {
     "default_run": default_run, "headline": headline, "nine_runs": nine_runs, "seeds": seeds,
     "finetune": finetune, "gender": gender, "nana": nana, "nana_figures": nana_figures, "nana_bars": nana_bars,
-    "score_scale": score_scale, "audit": audit, "composition": composition}
+    "score_scale": score_scale, "audit": audit, "composition": composition, "gradient_check": gradient_check,
+    "set_kinds": set_kinds, "h200": h200}
 
 
 def show(name: str, *args: str) -> None:

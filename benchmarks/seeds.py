@@ -49,7 +49,8 @@ def correct_names(run: Path) -> tuple[np.ndarray, dict]:
     from nameorigin.serving.predict import Predictor
 
     results = json.loads((run / "results.json").read_text())["metrics"]
-    predictor = Predictor.load(results["model_checkpoint"])
+    refit = run / "checkpoints" / "refit.ckpt"  # the model the run tested: the refit, else best.ckpt
+    predictor = Predictor.load(refit if refit.is_file() else run / "checkpoints" / "best.ckpt")
     root = predictor.data_settings.get("root") or shipped_corpus()
     return np.array(evaluate(predictor, root)["correct"]), results | {"root": str(root)}
 
