@@ -109,6 +109,31 @@ def h200() -> str:
             f"epoch, {f['pretraining_speedup_over_2_cpu_cores']} times the 2-core CPU.\n")
 
 
+def serve_load() -> str:
+    found = result("serve_load")
+    reference = found["in_process_names_per_s"]
+    rows = ["| concurrency | names a request | p50 ms | p95 ms | p99 ms | names/s | of in-process |",
+            "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in found["levels"]:
+        rows.append(f"| {r['concurrency']} | {r['names_per_request']} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | "
+                    f"{r['p99_ms']:.1f} | {r['names_per_s']:,.0f} | {r['names_per_s'] / reference:.0%} |")
+    hostile = sum(len(codes) for codes in found["hostile"].values())
+    answered = "every one answered 4xx" if not found["hostile_not_4xx"] else "**some not answered 4xx**"
+    return "\n".join(rows) + (f"\n\n{hostile:,} hostile requests of {len(found['hostile'])} kinds: {answered}; "
+                              f"afterwards `/health` answered {found['ready_before_after'][1]} and the probe names' "
+                              f"probabilities moved by at most {found['probe_gap']:.1e}.\n")
+
+
+def ray() -> str:
+    found = result("score_scale")
+    ray, single = found["results"]["ray"], found["results"]["parquet"]
+    check = found["ray_check"]
+    same = "the same as" if not check["differing_columns"] else "**different from**"
+    return (f"On the 10-million-row table, Ray Data with 2 actors took {ray['seconds'] / single['seconds']:.1f} "
+            f"times the single-process time, and its output was {same} the single-process output, every row "
+            f"(probabilities within {check['max_probability_gap']:.1e}).\n")
+
+
 def recorded(name: str) -> dict:
     """A whole result file: its command, commit, machine, date and seconds beside the figures."""
     return json.loads((RESULTS / f"{name}.json").read_text())
@@ -246,7 +271,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "default_run": default_run, "headline": headline, "nine_runs": nine_runs, "seeds": seeds,
     "finetune": finetune, "gender": gender, "nana": nana, "nana_figures": nana_figures, "nana_bars": nana_bars,
     "score_scale": score_scale, "audit": audit, "composition": composition, "gradient_check": gradient_check,
-    "set_kinds": set_kinds, "h200": h200}
+    "set_kinds": set_kinds, "h200": h200, "serve_load": serve_load, "ray": ray}
 
 
 def show(name: str, *args: str) -> None:

@@ -231,7 +231,9 @@ def real_run(tmp_path_factory, real_corpus) -> Path:
         if not (work.exists() and run_dirs(work)):
             chosen = [f"data.root={os.environ['NAMES_DATA_DIR']}"] if os.environ.get("NAMES_DATA_DIR") else []
             work.mkdir(exist_ok=True)
-            result = train(work, *chosen, "callbacks.progress_bar=null", "refit.enabled=false", timeout=900)
+            # No refit and no margin: each would add most of a minute, and each is tested on the tiny corpus.
+            result = train(work, *chosen, "callbacks.progress_bar=null", "refit.enabled=false", "margin.enabled=false",
+                           timeout=900)
             assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(work)
     return run

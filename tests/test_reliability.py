@@ -51,16 +51,25 @@ def saved_epoch(folder: Path) -> int:
     return -1
 
 
-def run_into_epoch(tmp_path: Path, name: str, settle: float, epoch: int = 1) -> tuple:
-    """A reference run trained to the end, and the same run started in its own process and left `settle` seconds
-    past the last.ckpt that ends epoch `epoch` - 1 (so into epoch `epoch`, counted from 0): corpus, reference folder
-    and result, the run's folder and process (its stderr piped)."""
-    corpus = write_corpus(tmp_path / "names", per_language=300)
-    reference_dir, folder = tmp_path / "reference", tmp_path / name
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple:
+    """The run the interrupted ones must equal, trained to the end without a stop: corpus, folder, result."""
+    root = tmp_path_factory.mktemp("resume")
+    corpus = write_corpus(root / "names", per_language=300)
+    reference_dir = root / "reference"
     reference_dir.mkdir()
+    result = train(reference_dir, f"data.root={corpus}", *RESUME)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return corpus, reference_dir, result
+
+
+def run_into_epoch(reference: tuple, tmp_path: Path, name: str, settle: float, epoch: int = 1) -> tuple:
+    """The reference's run started in its own process and left `settle` seconds past the last.ckpt that ends epoch
+    `epoch` - 1 (so into epoch `epoch`, counted from 0): corpus, reference folder and result, the run's folder and
+    process (its stderr piped)."""
+    corpus, reference_dir, result = reference
+    folder = tmp_path / name
     folder.mkdir()
-    reference = train(reference_dir, f"data.root={corpus}", *RESUME)
-    assert reference.returncode == 0, reference.stderr[-2000:]
     victim = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"data.root={corpus}", *RESUME],
                               cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
@@ -68,12 +77,12 @@ def run_into_epoch(tmp_path: Path, name: str, settle: float, epoch: int = 1) -> 
         time.sleep(0.05)
     time.sleep(settle)
     assert victim.poll() is None, "the run ended before it could be stopped"
-    return corpus, reference_dir, reference, folder, victim
+    return corpus, reference_dir, result, folder, victim
 
 
 @pytest.mark.slow
-def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
-    corpus, reference_dir, reference, crash_dir, victim = run_into_epoch(tmp_path, "crash", 0.3)
+def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(reference, tmp_path):
+    corpus, reference_dir, reference, crash_dir, victim = run_into_epoch(reference, tmp_path, "crash", 0.3)
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
 
@@ -88,12 +97,13 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigterm_mid_epoch_saves_the_step_and_the_resumed_run_equals_an_uninterrupted_one(tmp_path):
+def test_sigterm_mid_epoch_saves_the_step_and_the_resumed_run_equals_an_uninterrupted_one(reference, tmp_path):
     """The run answers SIGTERM with last.ckpt at the batch in flight, one line and exit 143 within 10 s;
     ckpt_path=last resumes at the next batch, and the finished run's weights equal an uninterrupted run's
     exactly (the same order of batches, the same dropout masks, the same optimizer and schedule state). Stopped in
     the third epoch, whose order differs from the first's, so a resume that replayed epoch 0's order would fail."""
-    corpus, reference_dir, reference, stopped_dir, victim = run_into_epoch(tmp_path, "stopped", 0.2, epoch=2)
+    corpus, reference_dir, reference, stopped_dir, victim = run_into_epoch(reference, tmp_path, "stopped", 0.2,
+                                                                           epoch=2)
     sent = time.monotonic()
     victim.send_signal(signal.SIGTERM)
     _, stderr = victim.communicate(timeout=60)

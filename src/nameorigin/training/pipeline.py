@@ -54,11 +54,12 @@ warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` 
 
 
 def typed_settings(cfg: DictConfig) -> ModelConfig:
-    """Every group with a schema turned into its dataclass, which checks its ranges and rules (__post_init__),
-    and the rules across groups: all before anything is built or read. Returns the model's config."""
+    """The rules across groups (the run's seed first: data.order_seed follows it), then every group with a schema
+    turned into its dataclass, which checks its ranges and rules (__post_init__): all before anything is built or
+    read. Returns the model's config."""
+    check_run(cfg)
     for group in ("data", "calibration", "refit", "card", "search"):
         OmegaConf.to_object(cfg[group])
-    check_run(cfg)
     model_config = OmegaConf.to_object(cfg.model)
     check_cell(model_config)
     return model_config
@@ -96,7 +97,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
             metrics.update(margin_metrics(margin))
     metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
     if trainer.is_global_zero:
-        write_outputs(cfg, model, final, metrics, picks, candidates, margin, gradient_check)
+        write_outputs(cfg, model, final, metrics, picks, candidates, {"margin": margin,
+                                                                      "gradient_check": gradient_check})
         output_dir = Path(cfg.paths.output_dir)
         report_to_trackers(loggers, cfg, picks, final, [output_dir / "MODEL_CARD.md", output_dir / "label_report.json"])
     return metrics
@@ -171,9 +173,11 @@ def finish_model(cfg: DictConfig, trainer: pl.Trainer, model: NameClassifier, da
 
 
 def write_outputs(cfg: DictConfig, model: NameClassifier, final: str | None, metrics: dict, picks: list,
-                  candidates: list, margin: dict | None, gradient_check: dict | None = None) -> None:
+                  candidates: list, checks: dict) -> None:
     """What the run leaves beside its checkpoints: the search's candidates in the model, the per-label report, the
-    model card, results.json (with the gradient check's summary of the first training) and the results block."""
+    model card, results.json and the results block. `checks`: the margin (or None) and the gradient check's
+    summary of the first training (or None), which results.json keeps beside the metrics."""
+    margin = checks["margin"]
     output_dir = Path(cfg.paths.output_dir)
     if final and candidates:  # the card lists them
         update_checkpoint(final, lambda checkpoint: checkpoint.__setitem__("search", search.plain(candidates)))
@@ -184,8 +188,7 @@ def write_outputs(cfg: DictConfig, model: NameClassifier, final: str | None, met
         write_model_card(output_dir, final, metrics, picks, model.label_report)
     figures = {k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     write_atomically(output_dir / "results.json", lambda path: path.write_text(  # what benchmarks.record reads
-        json.dumps({"metrics": figures, "margin": margin, "gradient_check": gradient_check}, indent=1,
-                   default=float)))
+        json.dumps({"metrics": figures, **checks}, indent=1, default=float)))
     report(metrics, output_dir, margin)
 
 
