@@ -43,16 +43,10 @@ LONGEST_FIRST = ("test_real_corpus.py", "test_surnames.py", "test_config.py", "t
                  "test_directions.py", "test_model.py")
 
 
-# Files that wait on a session fixture another worker builds (the real-corpus model): drawn last, the model is
-# ready by then and no worker idles.
-LAST = ("test_page.py",)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    last = {name: len(rank) + 1 + i for i, name in enumerate(LAST)}
     # stable: each file keeps its own order
-    items.sort(key=lambda item: last.get(item.path.name, rank.get(item.path.name, len(rank))))
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 # Each language gets a recognisable ending so a tiny model learns it in a few epochs.
@@ -220,7 +214,7 @@ def trained(tmp_path_factory) -> tuple[Path, Path, subprocess.CompletedProcess]:
 @pytest.fixture(scope="session")
 def real_run(tmp_path_factory, real_corpus) -> Path:
     """The default model on the real corpus without its refit (best.ckpt), trained once for the whole suite as
-    `trained` is: the real-corpus test reads its scores, the page's browser test serves it."""
+    `trained` is: the real-corpus test reads its scores."""
     from filelock import FileLock
 
     shared = tmp_path_factory.getbasetemp()

@@ -3,7 +3,10 @@ leaves exactly those rows out of training while validation and test keep theirs.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
+import json
 import sys
 
 import pytest
@@ -32,15 +35,23 @@ def planted(tmp_path_factory):
     return folder, set(moved)
 
 
-def test_the_audit_finds_the_moved_names_and_writes_them_ranked(planted, tmp_path, capsys, monkeypatch):
+@pytest.fixture(scope="module")
+def audited(planted, tmp_path_factory) -> tuple:
+    """One audit of the planted corpus, to CSV: what it wrote and what it said."""
+    folder, _ = planted
+    out = tmp_path_factory.mktemp("suspects") / "suspects.csv"
+    said = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(said):
+        # A CSV is written through the format registry: without pyarrow, which the [audit] extra does not bring.
+        patch.setitem(sys.modules, "pyarrow", None)
+        # The default threshold is the real corpus' (18 labels); four labels and 600 names put the moved ones lower.
+        assert nameorigin(["audit", str(folder), "--out", str(out), "--threshold", "0.2"]) == 0
+    return out, said.getvalue()
+
+
+def test_the_audit_finds_the_moved_names_and_writes_them_ranked(planted, audited):
     folder, moved = planted
-    out = tmp_path / "suspects.csv"
-    # A CSV is written through the format registry: without pyarrow, which the [audit] extra does not bring.
-    monkeypatch.setitem(sys.modules, "pyarrow", None)
-    # The default threshold is the real corpus' (18 labels); four labels and 600 names put the moved ones lower.
-    assert nameorigin(["audit", str(folder), "--out", str(out), "--threshold", "0.2"]) == 0
-    monkeypatch.delitem(sys.modules, "pyarrow")
-    said = capsys.readouterr().err
+    out, said = audited
     assert "look mislabelled" in said and f"wrote {out}" in said
     with open(out, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -53,12 +64,17 @@ def test_the_audit_finds_the_moved_names_and_writes_them_ranked(planted, tmp_pat
     assert all(pairs[int(row["row"])] == (row["name"], row["given_label"]) for row in rows)
 
 
-def test_excluded_rows_leave_training_only(planted, tmp_path):
+def test_excluded_rows_leave_training_only(planted, audited, tmp_path):
+    from nameorigin.base.tables import write_table
     from nameorigin.data.names import NamesDataModule
 
-    folder, moved = planted
+    folder, _ = planted
+    with open(audited[0], newline="") as f:  # the suspects again, as Parquet: any table format is read
+        rows = [[int(r["row"]), r["name"], r["given_label"], r["suggested_label"], float(r["given_label_probability"])]
+                for r in csv.DictReader(f)]
     out = tmp_path / "suspects.parquet"
-    assert nameorigin(["audit", str(folder), "--out", str(out)]) == 0
+    write_table(out, ["row", "name", "given_label", "suggested_label", "given_label_probability"],
+                [int, str, str, str, float], rows, "--out")
     plain, without = NamesDataModule(root=str(folder)), NamesDataModule(root=str(folder), exclude=str(out))
     plain.setup()
     without.setup()
@@ -84,3 +100,19 @@ def test_refusals_are_one_line(tmp_path, monkeypatch, capsys):
         nameorigin(["audit", "--out", str(tmp_path / "suspects.csv")])
     said = capsys.readouterr().err
     assert refused.value.code == 2 and "audit" in said and said.count("\n") == 1
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl", ".parquet"])
+def test_a_table_made_from_scratch_is_written_in_the_format_its_suffix_names(tmp_path, suffix):
+    from nameorigin.base.tables import TableReader, write_table
+
+    out = tmp_path / f"made{suffix}"
+    write_table(out, ["row", "name", "p"], [int, str, float], [[0, "Nakamura", 0.25], [7, "O'Neill, Jr", None]],
+                "--out")
+    reader = TableReader(out, "--file")
+    assert reader.header == ["row", "name", "p"]
+    (chunk,) = list(reader.chunks())
+    assert [str(cell) for cell in chunk.cells("name")] == ["Nakamura", "O'Neill, Jr"]
+    if suffix == ".jsonl":  # typed: numbers stay numbers, an empty cell is null
+        assert [json.loads(line) for line in out.read_text().splitlines()][1] == {"row": 7, "name": "O'Neill, Jr",
+                                                                                 "p": None}

@@ -68,11 +68,11 @@ def test_default_training_on_the_real_corpus(real_corpus, real_run, tmp_path):
 
 @pytest.mark.slow
 def test_every_cell_of_a_two_way_two_layer_model_passes_the_gradient_check_on_the_real_corpus(tmp_path):
-    """60 steps of model.directions=2 model.layers=2 on the real corpus: each of the four cells' gradient, split by
+    """30 steps of model.directions=2 model.layers=2 on the real corpus: each of the four cells' gradient, split by
     timestep, adds up to its .grad at every check."""
     chosen = [f"data.root={os.environ['NAMES_DATA_DIR']}"] if os.environ.get("NAMES_DATA_DIR") else []
     result = train(tmp_path, *chosen, "model.directions=2", "model.layers=2", "model.impl=bptt",
-                   "trainer.max_epochs=1", "+trainer.limit_train_batches=60", "+trainer.limit_val_batches=5",
+                   "trainer.max_epochs=1", "+trainer.limit_train_batches=30", "+trainer.limit_val_batches=5",
                    "callbacks.grad_accumulation.every_n_steps=10", "refit.enabled=false", "test=false",
                    "calibration.enabled=false", "callbacks.progress_bar=null", timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -81,4 +81,4 @@ def test_every_cell_of_a_two_way_two_layer_model_passes_the_gradient_check_on_th
     for prefix in ("", "cell_reverse/", "cell_l1/", "cell_l1_reverse/"):
         for weight in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
             residuals = [e.value for e in events.Scalars(f"grad_accum/{prefix}{weight}/residual")]
-            assert len(residuals) >= 5 and max(residuals) < 1e-5, (prefix, weight, residuals)
+            assert len(residuals) >= 3 and max(residuals) < 1e-5, (prefix, weight, residuals)

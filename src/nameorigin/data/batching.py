@@ -58,8 +58,8 @@ class EpochOrder(Sampler[int]):
 
     It is the batch sampler's `sampler`, where Lightning looks for `set_epoch` at every epoch's start (on the
     loader's sampler and on its batch sampler's sampler, never on the batch sampler itself). The generator is
-    numpy's SeedSequence with the epoch as its spawn key: distinct (seed, epoch) pairs draw distinct streams, where
-    `Random(seed + epoch)` gave seed s at epoch 1 the order of seed s + 1 at epoch 0."""
+    numpy's SeedSequence with the epoch as its spawn key: distinct (seed, epoch) pairs draw distinct streams (a
+    generator seeded with seed + epoch would give seed s at epoch 1 the order of seed s + 1 at epoch 0)."""
 
     def __init__(self, size: int, seed: int = 0):
         self.size, self.seed, self.epoch = size, seed, 0
