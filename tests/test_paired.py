@@ -115,3 +115,22 @@ def test_the_hashed_baseline_scores_a_two_label_table():
     result = fit_hashed_baseline(splits, alphas=(1e-4,))
     assert len(result["test_predictions"]) == len(splits["test"]) and set(result["test_predictions"]) <= {"F", "M"}
     assert result["precision_at"][1] == pytest.approx(result["test_acc"]) and result["precision_at"][2] == 1.0
+
+
+def test_the_nine_runs_pooled_lead_resamples_each_splits_names_once_for_its_runs():
+    """benchmarks.seeds: the mean of the runs' leads, its interval from resampling each split's test names with one
+    draw shared by that split's runs. Runs that agree with the baseline lead by 0 with no spread; a lead measured on
+    shared names is as uncertain as one run's, not a third as uncertain."""
+    import numpy as np
+
+    from benchmarks.seeds import pooled
+
+    rng = np.random.default_rng(0)
+    baseline = {split: rng.random(400) < 0.8 for split in range(3)}
+    same = {split: [baseline[split].copy() for _ in range(3)] for split in range(3)}
+    assert pooled(same, baseline, samples=500) == (0.0, [0.0, 0.0])
+    better = {split: [baseline[split] | (rng.random(400) < 0.1) for _ in range(1)] * 3 for split in range(3)}
+    mean, (low, high) = pooled(better, baseline, samples=2000)
+    one_run = {split: rows[:1] for split, rows in better.items()}
+    _, (one_low, one_high) = pooled(one_run, baseline, samples=2000)
+    assert 0 < low < mean < high and abs((high - low) - (one_high - one_low)) < 0.2 * (one_high - one_low)
