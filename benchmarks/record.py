@@ -34,8 +34,9 @@ def machine() -> str:
 
 def commit() -> str:
     found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                           text=True, check=False).stdout.strip()
+    # The result files themselves do not count: recording one result must not mark the next as run on changed code.
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                            ":(exclude)docs/results"], capture_output=True, text=True, check=False).stdout.strip()
     return found.stdout.strip() + ("+changes" if dirty else "") if found.returncode == 0 else "unknown"
 
 
