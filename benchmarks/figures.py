@@ -157,15 +157,16 @@ def finetune() -> str:
 
 
 def gender() -> str:
-    g = result("first_name_gender")
-    guess = g["gender_guesser"]
+    found = result("first_name_gender")
+    metrics, margin = found["metrics"], found["margin"]
+    baseline = ("n-gram logistic regression" if margin["kind"] == "lr" else "hashed n-gram SGD") + \
+        f" ({margin['setting']} on validation)"
     return ("| model | test accuracy | test macro-F1 |\n|---|---|---|\n"
-            f"| {g['baseline']}, same split | {g['baseline_acc']:.4f} | {g['baseline_macro_f1']:.4f} |\n"
-            f"| nameorigin `experiment=first_name_gender` | **{g['test_acc']:.4f}** | **{g['test_macro_f1']:.4f}** |\n"
-            f"| gender-guesser (curated lookup), on the {guess['share_answered']:.1%} of test names it answers | "
-            f"{guess['acc']:.3f} (the network alone on the same names: {guess['model_acc_same_names']:.3f}) | |\n\n"
-            f"{g['names']:,} names, {g['test_names']:,} test names, {g['wall']} on 2 cores; the margin is "
-            f"{points(g['margin'])} points, 95 % paired interval {interval(g['interval'])}.\n")
+            f"| {baseline}, same split | {margin['baseline_acc']:.4f} | {margin['baseline_macro_f1']:.4f} |\n"
+            f"| nameorigin `experiment=first_name_gender` | **{metrics['test/acc']:.4f}** | "
+            f"**{metrics['test/macro_f1']:.4f}** |\n\n"
+            f"{margin['size']:,} test names; the margin is {points(100 * margin['margin'])} points, 95 % paired "
+            f"interval {interval([100 * x for x in margin['interval']])}.\n")
 
 
 def nana() -> str:
