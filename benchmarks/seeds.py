@@ -48,9 +48,9 @@ def correct_names(run: Path) -> tuple[np.ndarray, dict]:
     from nameorigin.data.names import shipped_corpus
     from nameorigin.serving.predict import Predictor
 
-    results = json.loads((run / "results.json").read_text())["metrics"]
-    refit = run / "checkpoints" / "refit.ckpt"  # the model the run tested: the refit, else best.ckpt
-    predictor = Predictor.load(refit if refit.is_file() else run / "checkpoints" / "best.ckpt")
+    written = json.loads((run / "results.json").read_text())
+    results = written["metrics"]
+    predictor = Predictor.load(written["model"])  # the model the run tested: the refit, best.ckpt, or transfer's
     root = predictor.data_settings.get("root") or shipped_corpus()
     return np.array(evaluate(predictor, root)["correct"]), results | {"root": str(root)}
 

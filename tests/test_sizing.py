@@ -20,7 +20,11 @@ def test_the_18_language_corpus_gets_its_tuned_default():
     assert picks_of(14_402) == {
         "model.hidden_size": 256, "model.directions": 1, "model.impl": "autograd", "data.batch_size": 64,
         "trainer.max_epochs": 12, "model.optimizer.lr": 3e-3, "model.ngram_buckets": 65536, "model.ngram_max": 4,
-        "model.dropout": 0.3, "model.label_smoothing": 0.1}
+        "model.dropout": 0.3, "model.label_smoothing": 0.1, "trainer.val_check_interval": 1.0}
+
+
+def test_only_a_large_table_validates_within_its_epochs():
+    assert [picks_of(n)["trainer.val_check_interval"] for n in (10_000, 100_000, 900_000)] == [1.0, 1.0, 0.25]
 
 
 @pytest.mark.parametrize("pairs, tier", [(1, "small"), (50_000, "small"), (50_001, "medium"), (300_000, "medium"),
@@ -66,7 +70,7 @@ def test_a_run_says_what_the_data_picked_and_keeps_what_it_was_given(trained):
     picked = dict(re.findall(r"([a-z_.]+)=([\w.]+)", line))
     assert picked == {"model.directions": "1", "model.impl": "autograd", "model.optimizer.lr": "0.003",
                       "model.ngram_buckets": "65536", "model.ngram_max": "4", "model.dropout": "0.3",
-                      "model.label_smoothing": "0.1"}
+                      "model.label_smoothing": "0.1", "trainer.val_check_interval": "1.0"}
     assert "small tier" in line
     card = (run / "MODEL_CARD.md").read_text()
     assert "Picked from the data" in card and "`model.dropout=0.3`" not in card and "model.dropout=0.3" in card

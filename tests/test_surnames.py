@@ -349,3 +349,56 @@ def test_the_people_table_draws_people_from_the_surnames_and_counts_them(tiny_su
     table = read_table(TableDataConfig(path=str(out), **PEOPLE))
     assert table.counts["rows"] == 20000 and table.weights.sum() == 20000 - table.counts["blank_name"]
     assert table.counts["distinct_names"] == len({normalize_name(row["name"], "ascii") for row in rows} - {""})
+
+
+def max_scalar(folder: Path, tag: str) -> float:
+    """The largest value a run's TensorBoard events hold for `tag`."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder), size_guidance={"scalars": 0}).Reload()
+    return max(event.value for event in events.Scalars(tag))
+
+
+@pytest.mark.slow
+def test_auto_transfer_trains_both_candidates_and_serves_the_one_validation_picks(pretrained, tiny_surnames,
+                                                                                  tmp_path):
+    cache, corpus = tiny_surnames
+    # The pretraining published its model where runs look for a starting point (byte for byte its best.ckpt).
+    published = next(p for p in pretrained.parents if (p / "data/pretrained/surnames.ckpt").is_file()) \
+        / "data/pretrained/surnames.ckpt"
+    assert published.read_bytes() == pretrained.read_bytes()
+    result = train(tmp_path, f"data.root={corpus}", *TINY, "model.embedding_dim=16", "trainer.max_epochs=3",
+                   f"transfer.starting_point={published}", f"transfer.known_names_cache={cache}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path)
+    metrics = json.loads((run / "results.json").read_text())["metrics"]
+    plain_acc, transferred_acc = metrics["transfer/val_acc_plain"], metrics["transfer/val_acc_transferred"]
+    # Each candidate's figure is its own best validation accuracy, as its TensorBoard logged it.
+    assert plain_acc == pytest.approx(max_scalar(run / "tensorboard", "val/acc"), abs=1e-6)
+    assert transferred_acc == pytest.approx(max_scalar(run / "transfer" / "tensorboard", "val/acc"), abs=1e-6)
+    chosen = transferred_acc > plain_acc
+    assert metrics["transfer/chosen"] == float(chosen)
+    served, removed = (run / "transfer", run) if chosen else (run, run / "transfer")
+    assert not (removed / "checkpoints").exists() and (served / "checkpoints" / "best.ckpt").is_file()
+    model = torch.load(served / "checkpoints" / "best.ckpt", weights_only=True)["hyper_parameters"]["config"]
+    assert (model["init_from"] == str(published)) == chosen
+    log = (run / "train.log").read_text()
+    assert f"validation accuracy {plain_acc:.4f} plain, {transferred_acc:.4f} from the surnames model" in log
+    assert "Outside data tried" in (run / "MODEL_CARD.md").read_text()
+
+
+@pytest.mark.slow
+def test_transfer_use_always_refuses_a_missing_starting_point_and_auto_skips_another_encoder(pretrained,
+                                                                                           tiny_surnames, tmp_path):
+    cache, corpus = tiny_surnames
+    refused = train_refused(tmp_path, f"data.root={corpus}", *TINY, "transfer.use=always")
+    assert refused.returncode == 2 and "make pretrain" in refused.stderr and refused.stderr.count("\n") == 1
+    assert run_dirs(tmp_path) == []
+    result = train(tmp_path, f"data.root={corpus}", *TINY, "model.hidden_size=24", "trainer.max_epochs=1",
+                   "refit.enabled=false", "margin.enabled=false", f"transfer.starting_point={pretrained}",
+                   f"transfer.known_names_cache={cache}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path)
+    assert "model.hidden_size=24 (starting point: 32)" in (run / "train.log").read_text()
+    assert not (run / "transfer").exists()
+    assert "transfer/val_acc_plain" not in json.loads((run / "results.json").read_text())["metrics"]

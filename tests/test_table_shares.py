@@ -178,6 +178,22 @@ def test_a_share_table_with_weights_trains_calibrates_on_the_shares_and_evaluate
     logits, targets, shares = model.collect_logits(data.whole_split_loader("val"))
     assert checkpoint["calibration"]["temperature"] == pytest.approx(fit_temperature(logits, shares), rel=1e-4)
     assert fit_temperature(logits, shares) != pytest.approx(fit_temperature(logits, targets), rel=1e-3)
+    # The margin's baseline fits the same shares and weights, and is read first on the run's own metric: the
+    # people-weighted accuracy, computed here from the served model's answers and the table's own shares.
+    like = json.loads((run / "results.json").read_text())["margin"]["like_for_like"]
+    from nameorigin.serving.predict import Predictor
+
+    predictor, test = Predictor.from_checkpoint(run / "checkpoints" / "best.ckpt"), data.splits["test"]
+    tokens, lengths, _ = predictor.encode_many([name for name, _ in test])
+    answered = predictor.probabilities((tokens, lengths)).argmax(1).numpy()
+    rows = [data.row_of[pair] for pair in test]
+    people, shares = data.table.weights[rows], data.table.shares[rows]
+    assert like["model_person_acc"] == pytest.approx(
+        (people * shares[range(len(rows)), answered]).sum() / people.sum(), abs=1e-6)
+    assert like["weighted"] and like["setting"].startswith("C=") and 0 < like["baseline_person_acc"] < 1
+    log = (run / "train.log").read_text()
+    assert log.index("people-weighted test accuracy over the n-gram baseline fitted to the same shares") \
+        < log.index("per name, majority label")
     card = (run / "MODEL_CARD.md").read_text()
     assert "against each name's majority gender" in card and "weighted in the training loss by `people`" in card
     evaluated = run_in_process([NAMEORIGIN, "evaluate", str(run / "checkpoints" / "best.ckpt"),

@@ -54,6 +54,12 @@ class FastPath(Choice):
     off = "off"  # the dynamic step, batches of mixed lengths
 
 
+class TransferUse(Choice):
+    auto = "auto"  # with a starting point, a transferred candidate trains beside the plain one; validation picks
+    always = "always"  # the transferred model only (refused when the starting point is missing)
+    never = "never"  # the plain model only
+
+
 class Normalize(Choice):
     ascii = "ascii"  # NFD, accents and other non-ASCII characters dropped
     none = "none"  # characters as written
@@ -63,7 +69,8 @@ ENCODER, HEAD = {"shapes": "encoder"}, {"shapes": "head"}
 # Settings a run may leave to the data (null in the YAML): nameorigin.training.sizing picks them from the table's
 # size and label count before the model is built. Python callers pass numbers, or get the schema's defaults.
 LEFT_TO_DATA = {"model.hidden_size", "model.directions", "model.ngram_buckets", "model.ngram_max", "model.dropout",
-                "model.impl", "model.label_smoothing", "data.batch_size"}
+                "model.impl", "model.label_smoothing", "data.batch_size", "trainer.max_epochs",
+                "trainer.val_check_interval"}
 CORPUS_URL = "https://download.pytorch.org/tutorial/data.zip"
 
 
@@ -380,6 +387,24 @@ class MarginConfig:
 
 
 @dataclass
+class TransferConfig:
+    """nameorigin.training.transfer: start a run from the surnames model that `make pretrain` builds once (its
+    encoder, its country head as features, the exact name's country shares as evidence), decided on validation."""
+
+    use: TransferUse = TransferUse.auto
+    starting_point: str = "data/pretrained/surnames.ckpt"  # where experiment=surnames_pretrain publishes its model
+    known_names_cache: str | None = "data/surnames"  # the surnames cache that pretraining converted; null: no lookup
+    evidence_hidden: int = 64  # the known-name evidence's hidden layer (docs/pretraining.md)
+    pretrained_lr_scale: float = 0.3  # learning-rate factor for the pretrained embedding, cell and country head
+    publish: str | None = None  # a pretraining run copies its served model here (experiment=surnames_pretrain)
+
+    def __post_init__(self) -> None:
+        self.use = choice("transfer.use", TransferUse, self.use)
+        whole("transfer.evidence_hidden", self.evidence_hidden)
+        rate("transfer.pretrained_lr_scale", self.pretrained_lr_scale, 0.0, math.inf)
+
+
+@dataclass
 class CardConfig:
     """nameorigin.training.card: MODEL_CARD.md in the run folder and inside the checkpoint."""
 
@@ -397,6 +422,7 @@ class TrainConfig:
     refit: RefitConfig = field(default_factory=RefitConfig)
     margin: MarginConfig = field(default_factory=MarginConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+    transfer: TransferConfig = field(default_factory=TransferConfig)
     card: CardConfig = field(default_factory=CardConfig)
     trainer: Any = None
     callbacks: Any = None
@@ -458,4 +484,5 @@ SCHEMAS: dict[tuple[str | None, str], type] = {
     ("margin", "margin_schema"): MarginConfig,
     ("search", "search_schema"): SearchConfig,
     ("card", "card_schema"): CardConfig,
+    ("transfer", "transfer_schema"): TransferConfig,
 }

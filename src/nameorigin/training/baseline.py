@@ -6,7 +6,9 @@ by SGD (fit_hashed_baseline)."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from nameorigin.data.batching import TRAINED_ON
 from nameorigin.data.names import read_corpus, split_by_name
@@ -131,3 +133,59 @@ def country_baseline(cache: str, seed: int = 0, fractions: tuple[float, ...] = (
         result[f"{split}_top1"] = float((best5[:, 0] == truth).mean())
         result[f"{split}_top5"] = float((best5 == truth[:, None]).any(1).mean())
     return result
+
+
+def expanded_rows(targets: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A share table as a classifier's training rows: one row per (name, label it has a share of), weighted by
+    share x the name's weight. Weighted cross-entropy over these rows is the run's own loss on those names."""
+    rows, columns = np.nonzero(targets)
+    return rows, columns, targets[rows, columns] * weights[rows]
+
+
+def person_weighted_accuracy(targets: np.ndarray, weights: np.ndarray, predicted: np.ndarray) -> float:
+    """The share of the people behind the names whose label the prediction matches (each name counts its weight,
+    split over its labels' shares)."""
+    return float((weights * targets[np.arange(len(predicted)), predicted]).sum() / weights.sum())
+
+
+def fit_share_baseline(names: dict[str, list[str]], targets: dict[str, np.ndarray], weights: dict[str, np.ndarray],
+                       hashed: bool, refit: bool = False) -> dict:
+    """The n-gram baseline fitted to what a share or weighted table's run fits: each name's label shares as targets,
+    weighted by its weight (targets: [names, labels] shares, one-hot without share columns; weights: ones without a
+    weight column). The TF-IDF LR (C) or, for large tables, the hashed SGD model (alpha), the setting picked on
+    validation by person-weighted accuracy; refit: then fitted again on train + val. Returns the test names'
+    label probabilities."""
+    from scipy.sparse import vstack
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression, SGDClassifier
+
+    start = time.time()
+    vectorizer = hashed_ngrams() if hashed else TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 4),
+                                                                 sublinear_tf=True)
+    features = {"train": vectorizer.fit_transform(names["train"])} if not hashed else {}
+    features.update({s: vectorizer.transform(names[s]) for s in names if s not in features})
+    settings = (1e-6, 3e-7, 1e-7) if hashed else (1, 3, 10, 30)
+
+    def fit(setting: float, splits: tuple[str, ...]) -> Any:
+        x = vstack([features[s] for s in splits])
+        rows, columns, sample_weight = expanded_rows(np.concatenate([targets[s] for s in splits]),
+                                                     np.concatenate([weights[s] for s in splits]))
+        model = SGDClassifier(loss="log_loss", alpha=setting, max_iter=5, tol=None, random_state=0) if hashed \
+            else LogisticRegression(C=setting, max_iter=2000)
+        return model.fit(x[rows], columns, sample_weight=sample_weight)
+
+    def probabilities(model: Any, split: str) -> np.ndarray:
+        full = np.zeros((len(names[split]), targets[split].shape[1]))
+        full[:, model.classes_] = model.predict_proba(features[split])  # a label no name had a share of: 0
+        return full
+
+    scored = {}
+    for setting in settings:
+        model = fit(setting, ("train",))
+        scored[setting] = person_weighted_accuracy(targets["val"], weights["val"],
+                                                   probabilities(model, "val").argmax(1)), model
+    setting = max(scored, key=lambda s: scored[s][0])
+    model = fit(setting, ("train", "val")) if refit else scored[setting][1]
+    name = "alpha" if hashed else "C"
+    return {"setting": f"{name}={setting:g}", "val_person_acc": scored[setting][0],
+            "test_probabilities": probabilities(model, "test"), "seconds": time.time() - start}

@@ -28,6 +28,7 @@ from nameorigin.training.card_parts import (
     plural,
     search_lines,
     set_rows,
+    transfer_lines,
 )
 from nameorigin.training.checkpointing import update_checkpoint
 from nameorigin.training.margin import margin_line
@@ -96,6 +97,7 @@ def model_section(run: Run) -> list[str]:
                                                          if model["evidence_hidden"] else "") + ")"
               if transfer.get("known_names") else "") + "."]
           if model["init_from"] else []),
+        *transfer_lines(run.metrics),
         *([f"- Two parts: the n-gram head fitted alone as an L2-regularized linear model, and the network (the "
            f"recurrent cell with its own n-gram head), mixed at the weight validation picked; "
            f"{linear_part.describe(run.checkpoint['linear_part'])}"

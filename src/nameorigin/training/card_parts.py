@@ -125,3 +125,14 @@ def fitted_on_lines(calibration: Calibration, refitted: bool) -> list[str]:
     why = (" This model trained on the validation names too; none of these parts was fitted on its own answers "
            "there, and the test split measures how well they carry.") if refitted else ""
     return ["", "## What fitted each part", *lines, *([why.strip()] if why else [])]
+
+
+def transfer_lines(metrics: dict[str, Any]) -> list[str]:
+    """What outside data the run tried (transfer.use=auto with a starting point) and which model validation kept."""
+    if "transfer/val_acc_plain" not in metrics:
+        return []
+    kept = "the transferred model" if metrics["transfer/chosen"] else "the plain model (no outside data in it)"
+    return [f"- Outside data tried: the surnames model `make pretrain` builds from names-dataset's last names and "
+            f"their country shares. Validation kept {kept}: accuracy {metrics['transfer/val_acc_plain']:.4f} plain, "
+            f"{metrics['transfer/val_acc_transferred']:.4f} transferred, after "
+            f"{metrics['transfer/fit_s_plain']:.0f} s and {metrics['transfer/fit_s_transferred']:.0f} s of training."]

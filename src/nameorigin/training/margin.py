@@ -12,6 +12,7 @@ import time
 from math import comb
 from typing import Any
 
+import numpy as np
 import torch
 
 log = logging.getLogger(__name__)
@@ -97,16 +98,88 @@ def run_margin(datamodule: Any, net: Any, labels: list[str]) -> dict[str, Any]:
     model_correct = torch.tensor([p == t for p, t in zip(predicted, truth, strict=True)])
     baseline_correct = torch.tensor([p == t for p, t in zip(baseline["test_predictions"], truth, strict=True)])
     model_f1, baseline_f1 = macro_f1(truth, predicted), macro_f1(truth, baseline["test_predictions"])
+    like = like_for_like(datamodule, net, refitted) if fits_shares_or_weights(datamodule) else None
     return {"kind": kind, "setting": f"C={baseline['C']:g}" if kind == "lr" else f"alpha={baseline['alpha']:g}",
             "trained_on": baseline["trained_on"], "size": len(truth),
             "model_acc": float(model_correct.double().mean()), "baseline_acc": baseline["test_acc"],
             "margin": float(model_correct.double().mean()) - baseline["test_acc"],
             "model_macro_f1": model_f1, "baseline_macro_f1": baseline_f1, "macro_f1_margin": model_f1 - baseline_f1,
-            **paired(model_correct, baseline_correct), "seconds": round(time.perf_counter() - start, 1)}
+            **paired(model_correct, baseline_correct), "like_for_like": like,
+            "seconds": round(time.perf_counter() - start, 1)}
+
+
+def fits_shares_or_weights(datamodule: Any) -> bool:
+    """A table whose run fits label shares or row weights, not one label per name."""
+    table = getattr(datamodule, "table", None)
+    return table is not None and (table.shares is not None or table.weights is not None)
+
+
+def fitted_targets(datamodule: Any, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """What the run fits on a split's names: their label shares ([names, labels]; one-hot without share columns)
+    and their weights (ones without a weight column)."""
+    dataset = datamodule.datasets[split]
+    shares = dataset.languages.double().numpy() if datamodule.table.shares is not None else \
+        np.eye(len(datamodule.labels))[dataset.targets.numpy()]
+    weights = dataset.weights.double().numpy() if dataset.weights is not None else np.ones(len(shares))
+    return shares, weights
+
+
+def weighted_interval(gain: np.ndarray, weights: np.ndarray, samples: int = 2_000, seed: int = 0) -> list[float]:
+    """95 % percentile interval of sum(w * gain) / sum(w) over resamples of the test names (gain: the model's
+    person-weighted credit minus the baseline's, per name)."""
+    rng, n = np.random.default_rng(seed), len(gain)
+    margins = []
+    for _ in range(samples):
+        pick = rng.integers(0, n, n)
+        margins.append((weights[pick] * gain[pick]).sum() / weights[pick].sum())
+    return [float(x) for x in np.quantile(margins, [0.025, 0.975])]
+
+
+def like_for_like(datamodule: Any, net: Any, refitted: bool) -> dict[str, Any]:
+    """A share or weighted table: the model beside the n-gram baseline fitted to the same shares and weights, on
+    the metrics the run optimizes: person-weighted accuracy (with its paired interval) and the shares'
+    cross-entropy, both weighted by each test name's weight."""
+    from nameorigin.training.baseline import fit_share_baseline, person_weighted_accuracy
+
+    splits = datamodule.splits
+    names = {split: [name for name, _ in pairs] for split, pairs in splits.items()}
+    targets, weights = {}, {}
+    for split in splits:
+        targets[split], weights[split] = fitted_targets(datamodule, split)
+    baseline = fit_share_baseline(names, targets, weights, len(splits["train"]) > HASHED_PAST, refitted)
+    shares, weight = targets["test"], weights["test"]
+    model_p = logits_in_order(net, datamodule.datasets["test"]).softmax(-1).double().numpy()
+    base_p = baseline["test_probabilities"]
+    credit = {side: shares[np.arange(len(shares)), p.argmax(1)] for side, p in (("model", model_p),
+                                                                                  ("baseline", base_p))}
+
+    def cross_entropy(p: np.ndarray) -> float:
+        return float((weight * -(shares * np.log(np.clip(p, 1e-12, 1))).sum(1)).sum() / weight.sum())
+
+    model_acc = person_weighted_accuracy(shares, weight, model_p.argmax(1))
+    baseline_acc = person_weighted_accuracy(shares, weight, base_p.argmax(1))
+    return {"setting": baseline["setting"], "model_person_acc": model_acc, "baseline_person_acc": baseline_acc,
+            "person_margin": model_acc - baseline_acc,
+            "interval": weighted_interval(credit["model"] - credit["baseline"], weight),
+            "model_cross_entropy": cross_entropy(model_p), "baseline_cross_entropy": cross_entropy(base_p),
+            "weighted": datamodule.table.weights is not None, "seconds": round(baseline["seconds"], 1)}
+
+
+def like_for_like_line(result: dict[str, Any]) -> str:
+    low, high = (100 * x for x in result["interval"])
+    people = "people" if result["weighted"] else "names' shares"
+    return (f"{100 * result['person_margin']:+.2f} points of {people}-weighted test accuracy over the n-gram "
+            f"baseline fitted to the same shares and weights ({result['setting']}, {result['baseline_person_acc']:.4f}"
+            f" vs {result['model_person_acc']:.4f}; 95% paired interval [{low:+.2f}, {high:+.2f}]); the shares' "
+            f"cross-entropy {result['model_cross_entropy']:.4f} vs {result['baseline_cross_entropy']:.4f}")
 
 
 def margin_line(result: dict[str, Any]) -> str:
-    """One line for the results block, train.log and nameorigin evaluate."""
+    """One line for the results block, train.log and nameorigin evaluate: on a share or weighted table, the
+    like-for-like comparison first, then the per-name majority one."""
+    if result.get("like_for_like"):
+        return (f"{like_for_like_line(result['like_for_like'])}; per name, majority label: "
+                f"{margin_line({k: v for k, v in result.items() if k != 'like_for_like'})}")
     low, high = (100 * x for x in result["interval"])
     name = "n-gram LR" if result["kind"] == "lr" else "hashed n-gram SGD"
     return (f"{100 * result['margin']:+.2f} points of test accuracy over the {name} ({result['setting']}, "
@@ -129,6 +202,12 @@ def measure_margin(model: Any, datamodule: Any, final: str, loggers: list) -> di
 
 
 def margin_metrics(result: dict) -> dict[str, float]:
-    return {"margin/acc": result["margin"], "margin/acc_low": result["interval"][0],
+    like = result.get("like_for_like")
+    weighted = {"margin/person_acc": like["person_margin"], "margin/person_acc_low": like["interval"][0],
+                "margin/person_acc_high": like["interval"][1], "baseline/person_acc": like["baseline_person_acc"],
+                "baseline/cross_entropy": like["baseline_cross_entropy"],
+                "test/person_acc": like["model_person_acc"], "test/cross_entropy_shares": like["model_cross_entropy"]} \
+        if like else {}
+    return {**weighted, "margin/acc": result["margin"], "margin/acc_low": result["interval"][0],
             "margin/acc_high": result["interval"][1], "margin/macro_f1": result["macro_f1_margin"],
             "baseline/acc": result["baseline_acc"], "baseline/macro_f1": result["baseline_macro_f1"]}

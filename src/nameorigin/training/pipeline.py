@@ -5,28 +5,25 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
-import torch
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
 from nameorigin.base.atomic import write_atomically
-from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
-from nameorigin.config import ModelConfig, check_run
+from nameorigin.config import ModelConfig, TransferUse, check_run
 from nameorigin.model.artifacts import Calibration
-from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate, held_out_reference
 from nameorigin.model.cells import check_cell
 from nameorigin.training import graphed, linear_part, refit, search, sizing, transfer
-from nameorigin.training.abstention import fit_abstention
+from nameorigin.training.calibration_step import calibrate_checkpoint
 from nameorigin.training.callbacks import GradAccumulationLogger
 from nameorigin.training.card import write_model_card
 from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
-from nameorigin.training.dashboard import log_calibration
 from nameorigin.training.instantiate import build, instantiate_all, instantiation_error
 from nameorigin.training.margin import has_pairs, margin_line, margin_metrics, measure_margin
 from nameorigin.training.module import NameClassifier
@@ -35,8 +32,6 @@ from nameorigin.training.resume import carry_over, resolve_checkpoint
 from nameorigin.training.trackers import report_to_trackers
 
 log = logging.getLogger(__name__)
-# What fitted every part of the calibration: names the answering model did not train on. The refit carries them.
-HELD_OUT_BY_BEST = "the validation split, as best.ckpt answers it (trained on train alone)"
 
 
 class NoAdverts(logging.Filter):
@@ -58,15 +53,65 @@ def typed_settings(cfg: DictConfig) -> ModelConfig:
     turned into its dataclass, which checks its ranges and rules (__post_init__): all before anything is built or
     read. Returns the model's config."""
     check_run(cfg)
-    for group in ("data", "calibration", "refit", "card", "search"):
+    for group in ("data", "calibration", "refit", "card", "search", "transfer"):
         OmegaConf.to_object(cfg[group])
     model_config = OmegaConf.to_object(cfg.model)
     check_cell(model_config)
     return model_config
 
 
+@dataclasses.dataclass
+class Fitted:
+    """One candidate after `fit`: its settings, data, model, trainer and loggers, its best.ckpt (or None), its
+    metrics so far, and the gradient check's summary (or None)."""
+
+    cfg: DictConfig
+    datamodule: pl.LightningDataModule
+    pretrained: dict | None
+    picks: list
+    candidates: list
+    model: NameClassifier
+    trainer: pl.Trainer
+    loggers: list
+    best: str | None
+    metrics: dict
+    gradient_check: dict | None
+
+
 def train(cfg: DictConfig) -> dict[str, float]:
-    """Train, then test the best checkpoint. Returns the final metrics (callback_metrics as floats)."""
+    """Train (the plain model, and the transferred one when a starting point is there: validation picks), then
+    test the chosen model. Returns the final metrics (callback_metrics as floats)."""
+    transferred_cfg = transfer.candidate_config(cfg)
+    fitted = []
+    if transferred_cfg is None or cfg.transfer.use != TransferUse.always:
+        fitted.append(fit_candidate(cfg))
+    if transferred_cfg is not None:
+        fitted.append(fit_candidate(transferred_cfg))
+    run, figures = transfer.choose(fitted) if len(fitted) > 1 else (fitted[0], {})
+    trainer, model, datamodule, best = run.trainer, run.model, run.datamodule, run.best
+    metrics = {**run.metrics, **figures}
+    final = finish_model(run.cfg, trainer, model, datamodule, best, run.pretrained, run.loggers)
+    margin = None
+    if cfg.test:
+        trainer.test(model, datamodule=datamodule, ckpt_path=final, verbose=False)
+        metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
+        if final and cfg.margin.enabled and trainer.is_global_zero and has_pairs(datamodule):
+            margin = measure_margin(model, datamodule, final, run.loggers)
+            metrics.update(margin_metrics(margin))
+    metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
+    if trainer.is_global_zero:
+        write_outputs(cfg, model, final, metrics, run.picks, run.candidates,
+                      {"margin": margin, "gradient_check": run.gradient_check})
+        output_dir = Path(cfg.paths.output_dir)
+        report_to_trackers(run.loggers, cfg, run.picks, final,
+                           [output_dir / "MODEL_CARD.md", output_dir / "label_report.json"])
+        if cfg.transfer.publish and final:
+            transfer.publish(final, cfg.transfer.publish)
+    return metrics
+
+
+def fit_candidate(cfg: DictConfig) -> Fitted:
+    """Read and split the data, fill the settings left to it, build the model and the trainer, and fit."""
     datamodule, pretrained, picks, candidates = prepare(cfg)
     model_config = typed_settings(cfg)
     ckpt_path, resumed = resolve_checkpoint(cfg, model_config)
@@ -78,30 +123,19 @@ def train(cfg: DictConfig) -> dict[str, float]:
     trainer, loggers = build_trainer(cfg, model, datamodule)
     if ckpt_path is not None:
         ckpt_path = carry_over(ckpt_path, resumed, cfg.paths.output_dir)
+    started = time.perf_counter()
     try:
         trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
     finally:
         Path(cfg.paths.output_dir, "checkpoints", "resume.ckpt").unlink(missing_ok=True)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+    metrics["time/fit_s"] = time.perf_counter() - started
     gradient_check = next((callback.summary() for callback in trainer.callbacks
                            if isinstance(callback, GradAccumulationLogger) and callback.history), None)
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
-    final = finish_model(cfg, trainer, model, datamodule, best, pretrained, loggers)
-    margin = None
-    if cfg.test:
-        trainer.test(model, datamodule=datamodule, ckpt_path=final, verbose=False)
-        metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
-        if final and cfg.margin.enabled and trainer.is_global_zero and has_pairs(datamodule):
-            margin = measure_margin(model, datamodule, final, loggers)
-            metrics.update(margin_metrics(margin))
-    metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
-    if trainer.is_global_zero:
-        write_outputs(cfg, model, final, metrics, picks, candidates, {"margin": margin,
-                                                                      "gradient_check": gradient_check})
-        output_dir = Path(cfg.paths.output_dir)
-        report_to_trackers(loggers, cfg, picks, final, [output_dir / "MODEL_CARD.md", output_dir / "label_report.json"])
-    return metrics
+    return Fitted(cfg, datamodule, pretrained, picks, candidates, model, trainer, loggers, best, metrics,
+                  gradient_check)
 
 
 def prepare(cfg: DictConfig) -> tuple[pl.LightningDataModule, dict | None, list, list]:
@@ -188,7 +222,7 @@ def write_outputs(cfg: DictConfig, model: NameClassifier, final: str | None, met
         write_model_card(output_dir, final, metrics, picks, model.label_report)
     figures = {k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     write_atomically(output_dir / "results.json", lambda path: path.write_text(  # what benchmarks.record reads
-        json.dumps({"metrics": figures, **checks}, indent=1, default=float)))
+        json.dumps({"metrics": figures, "model": final, **checks}, indent=1, default=float)))
     report(metrics, output_dir, margin)
 
 
@@ -276,36 +310,6 @@ def text_where_number(cfg: DictConfig) -> str | None:
             if isinstance(value, str) and not key.startswith("_") and not key.endswith("mode"):
                 return f"model.{group}.{key}={value!r} is text where torch expects numbers"
     return None
-
-
-def calibrate_checkpoint(model: pl.LightningModule, datamodule: pl.LightningDataModule, path: str,
-                         settings: DictConfig, loggers: list) -> Calibration:
-    """Fit the temperature and the conformal thresholds on validation and store them in the checkpoint."""
-    state = load_checkpoint(path)
-    model.cpu().load_state_dict(state["state_dict"])
-    model.net.temperature.fill_(1.0)
-    logits, targets, shares = model.collect_logits(datamodule.whole_split_loader("val"))  # rank 0 alone: all of it
-    summary = calibrate(logits, targets, list(settings.coverages), int(settings.bins),
-                        shares if model.config.soft_targets else None, str(settings.sets))
-    decided = logits / summary.temperature
-    summary.abstention, abstained = fit_abstention(datamodule, decided, float(settings.false_abstention),
-                                                   float(settings.max_unknown_share))
-    summary.fitted_on = HELD_OUT_BY_BEST
-    kept = ~abstained  # as --composition answers a table: the names the rule turns away left out
-    summary.reference = held_out_reference(decided[kept].softmax(-1), targets[kept], HELD_OUT_BY_BEST)
-
-    def store(checkpoint: dict) -> None:
-        checkpoint["state_dict"]["net.temperature"] = torch.tensor(summary.temperature)
-        checkpoint["calibration"] = summary.plain()  # the format version is on_save_checkpoint's
-
-    update_checkpoint(path, store)
-    log.info("calibration on validation: temperature %.3f, ECE %.4f -> %.4f", summary.temperature,
-             summary.val_ece_raw, summary.val_ece)
-    if summary.temperature_at_bound:
-        log.warning("the temperature stopped at the end of its range %s: validation gives too little to calibrate "
-                    "on (no errors, or hardly a right answer); treat the probabilities as rough", TEMPERATURE_RANGE)
-    log_calibration(loggers, summary, logits, targets)
-    return summary
 
 
 def report(metrics: dict[str, Any], output_dir: Path, margin: dict | None = None) -> None:

@@ -1,20 +1,31 @@
 """Fine-tuning from a pretrained checkpoint (`model.init_from`): refuse one that does not fit, keep its
 vocabulary, load its embedding and cell, keep its country head as features for the new language head, and
-build the known-name table from the surnames cache."""
+build the known-name table from the surnames cache. The `transfer` group makes the surnames model that
+`make pretrain` publishes the starting point of a candidate that any run trains beside its plain model, with
+validation picking which one is served."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import logging
+import shutil
+from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, open_dict
 
+from nameorigin.base.atomic import write_atomically
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
-from nameorigin.config import ModelConfig, TransferShape, from_plain, plain, shape_fields
+from nameorigin.config import ModelConfig, TransferShape, TransferUse, from_plain, plain, shape_fields
 from nameorigin.model.charrnn import SHARED_WEIGHTS, cell_layout
 from nameorigin.model.known import KnownNames
+
+log = logging.getLogger(__name__)
+# Where the transferred candidate of a use=auto run writes its checkpoints and logs, inside the run folder.
+CANDIDATE_FOLDER = "transfer"
 
 
 def loaded_keys(config: ModelConfig) -> list[str]:
@@ -51,8 +62,11 @@ def load_pretrained(path: str, config: ModelConfig) -> dict:
 def adopt_encoder(cfg: DictConfig, checkpoint: dict) -> None:
     """Encoder settings the run left null (to the data) are the pretrained checkpoint's: its weights decide them."""
     saved = from_plain(ModelConfig, checkpoint["hyper_parameters"]["config"])
+    keys = shape_fields(saved, "encoder")
+    if cfg.model.get("transfer_features") and saved.ngram_buckets:  # its n-gram head reads n-grams of its length
+        keys.append("ngram_max")
     with open_dict(cfg):
-        for key in shape_fields(saved, "encoder"):
+        for key in keys:
             if cfg.model.get(key, "absent") is None:
                 cfg.model[key] = plain(saved)[key]
 
@@ -118,3 +132,84 @@ def initialize(net: torch.nn.Module, checkpoint: dict, table: KnownNames | None)
         parts.known.load_state_dict(table.state_dict())
         loaded.append(f"known names ({len(table.fingerprints)} surnames)")
     return loaded
+
+
+def candidate_config(cfg: DictConfig) -> DictConfig | None:
+    """The transferred candidate's settings (a copy of the run's, before anything fills it), or None when this
+    run trains no such candidate: transfer.use=never, a run fine-tuning by hand (model.init_from), a resumed run,
+    or no starting point yet (then train.log says how to build one)."""
+    settings = cfg.transfer
+    if settings.use == TransferUse.never or cfg.model.get("init_from") or cfg.get("ckpt_path"):
+        return None
+    path = Path(settings.starting_point)
+    if not path.is_file():
+        if settings.use == TransferUse.always:
+            raise UserError(f"transfer.use=always but transfer.starting_point={path} does not exist: build it once "
+                            "with `make pretrain`, or pass transfer.use=auto")
+        log.info("transfer: no starting point at %s, so the plain model alone (`make pretrain` builds it once; "
+                 "then validation decides per table whether the surnames model helps)", path)
+        return None
+    differs = encoder_differences(cfg, str(path))
+    if differs and settings.use == TransferUse.auto:
+        log.info("transfer: the starting point's encoder differs from this run's (%s), so the plain model alone "
+                 "(leave those settings to the data to try it)", ", ".join(differs))
+        return None
+    cache = settings.known_names_cache
+    if cache and not Path(cache).is_dir():
+        raise UserError(f"transfer.known_names_cache={cache} does not exist: it is written by `make pretrain` "
+                        "beside the starting point; pass transfer.known_names_cache=null to go without the lookup")
+    candidate = copy.deepcopy(cfg)
+    with open_dict(candidate):
+        candidate.model.init_from = str(path)
+        candidate.model.transfer_features = True
+        candidate.model.known_names_cache = cache
+        candidate.model.evidence_hidden = settings.evidence_hidden
+        candidate.model.pretrained_lr_scale = settings.pretrained_lr_scale
+        candidate.refit.enabled = False  # validation picked it against the plain model: train alone, as compared
+        if settings.use == TransferUse.auto:
+            candidate.paths.output_dir = str(Path(cfg.paths.output_dir) / CANDIDATE_FOLDER)
+    return candidate
+
+
+def encoder_differences(cfg: DictConfig, path: str) -> list[str]:
+    """The encoder settings this run fixed to values other than the starting point's ("model.hidden_size=64
+    (starting point: 256)"); settings left to the data take the starting point's."""
+    saved = from_plain(ModelConfig, load_checkpoint(path, setting="transfer.starting_point")["hyper_parameters"]
+                       ["config"])
+    keys = shape_fields(saved, "encoder")
+    return [f"model.{key}={cfg.model.get(key)} (starting point: {getattr(saved, key)})" for key in keys
+            if cfg.model.get(key) is not None and cfg.model.get(key) != getattr(saved, key)]
+
+
+def choose(fitted: list) -> tuple[Any, dict[str, float]]:
+    """The plain and the transferred candidate (pipeline.Fitted, in that order) -> the one with the higher best
+    validation accuracy (the plain one on a tie), and both candidates' figures for the results and the card. The
+    other's checkpoints are removed, so the run folder holds one model."""
+    plain_run, transferred = fitted
+    score = {"plain": best_score(plain_run), "transferred": best_score(transferred)}
+    chosen = transferred if score["transferred"] > score["plain"] else plain_run
+    log.info("transfer: validation accuracy %.4f plain, %.4f from the surnames model (%.0f s and %.0f s of "
+             "training): the %s model is served", score["plain"], score["transferred"],
+             plain_run.metrics["time/fit_s"], transferred.metrics["time/fit_s"],
+             "transferred" if chosen is transferred else "plain")
+    for run in fitted:
+        if run is not chosen:
+            shutil.rmtree(Path(run.cfg.paths.output_dir) / "checkpoints", ignore_errors=True)
+    figures = {"transfer/val_acc_plain": score["plain"], "transfer/val_acc_transferred": score["transferred"],
+               "transfer/fit_s_plain": plain_run.metrics["time/fit_s"],
+               "transfer/fit_s_transferred": transferred.metrics["time/fit_s"],
+               "transfer/chosen": float(chosen is transferred)}
+    return chosen, figures
+
+
+def best_score(run: Any) -> float:
+    """A candidate's best validation accuracy (best.ckpt's), -inf when it kept no checkpoint."""
+    callback = run.trainer.checkpoint_callback
+    score = callback.best_model_score if callback is not None else None
+    return float(score) if score is not None else float("-inf")
+
+
+def publish(model: str, destination: str) -> None:
+    """A pretraining's served model copied to where runs look for their starting point (transfer.publish)."""
+    write_atomically(Path(destination), lambda path: shutil.copyfile(model, path))
+    log.info("starting point published: %s (runs with transfer.use=auto now try it on validation)", destination)
