@@ -39,7 +39,7 @@ install-core: $(BIN)/.installed-core  ## create .venv and install what training 
 train: install-core  ## train.py with the defaults; ARGS adds overrides: ARGS="model.cell=lstm trainer.max_epochs=5"
 	$(BIN)/python train.py $(ARGS)
 
-pretrain: install  ## the surnames country model (experiment=surnames_pretrain); ARGS adds overrides
+pretrain: install  ## once: the surnames model every later run tries on validation (data/pretrained/surnames.ckpt); ARGS adds overrides
 	$(BIN)/python train.py experiment=surnames_pretrain $(ARGS)
 
 test: install  ## the whole suite, as CI runs it; TEST_WORKERS=0: serial; PYTEST_ARGS adds flags

@@ -41,9 +41,13 @@ def default_run() -> str:
     lines = [f"  {k:<16} {v:.4f}" for k, v in sorted(shown.items())]
     from nameorigin.training.margin import margin_line
 
-    return "\n".join(["```", "results:", *lines, f"  margin           {margin_line(margin)}",
-                      "  model            outputs/<run>/checkpoints/refit.ckpt  (refit on train + validation; the one "
-                      "tested)", "  dashboard        tensorboard --logdir outputs/<run>", "```", ""])
+    where = [f"  transfer         validation kept the model from the surnames starting point "
+             f"({metrics['transfer/val_acc_transferred']:.4f} from the starting point, "
+             f"{metrics['transfer/val_acc_plain']:.4f} plain)",
+             "  best checkpoint  outputs/<run>/transfer/checkpoints/best.ckpt"] if metrics.get("transfer/chosen") \
+        else ["  model            outputs/<run>/checkpoints/refit.ckpt  (refit on train + validation; the one tested)"]
+    return "\n".join(["```", "results:", *lines, f"  margin           {margin_line(margin)}", *where,
+                      "  dashboard        tensorboard --logdir outputs/<run>", "```", ""])
 
 
 def headline() -> str:
@@ -252,11 +256,37 @@ def audit() -> str:
     return "\n".join(rows) + "\n"
 
 
+def pretrain() -> str:
+    found = recorded("pretrain")
+    metrics = found["figures"]["metrics"]
+    return (f"`make pretrain` took {found['seconds'] / 60:.0f} minutes on 2 CPU cores (the surnames' conversion "
+            f"included); the country model scores top-1 {metrics['test/acc']:.4f} and top-5 "
+            f"{metrics['test/acc_top5']:.4f} on its test surnames.\n")
+
+
+def transfer_default() -> str:
+    run, plain = recorded("default_run"), recorded("default_run_plain")
+    metrics, margin = run["figures"]["metrics"], run["figures"]["margin"]
+    old = plain["figures"]["metrics"]
+    return ("| candidate | validation accuracy | training | test accuracy | test macro-F1 |\n|---|---|---|---|---|\n"
+            f"| plain | {metrics['transfer/val_acc_plain']:.4f} | {metrics['transfer/fit_s_plain']:.0f} s | | |\n"
+            f"| from the starting point (kept) | **{metrics['transfer/val_acc_transferred']:.4f}** | "
+            f"{metrics['transfer/fit_s_transferred']:.0f} s | **{metrics['test/acc']:.4f}** | "
+            f"**{metrics['test/macro_f1']:.4f}** |\n"
+            f"| n-gram LR on the same training names | | | {margin['baseline_acc']:.4f} | "
+            f"{margin['baseline_macro_f1']:.4f} |\n\n"
+            f"The margin is {points(100 * margin['margin'])} points, 95 % paired interval "
+            f"{interval([100 * x for x in margin['interval']])}. The whole run took {run['seconds']:.0f} s against "
+            f"{plain['seconds']:.0f} s for the plain default with its refit (`default_run_plain`, test accuracy "
+            f"{old['test/acc']:.4f}): {run['seconds'] / plain['seconds']:.2f} times.\n")
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "default_run": default_run, "headline": headline, "nine_runs": nine_runs, "seeds": seeds,
     "finetune": finetune, "gender": gender, "nana": nana, "nana_at_k": nana_at_k, "nana_bars": nana_bars,
     "score_scale": score_scale, "audit": audit, "composition": composition, "gradient_check": gradient_check,
-    "set_kinds": set_kinds, "h200": h200, "serve_load": serve_load, "ray": ray}
+    "set_kinds": set_kinds, "h200": h200, "serve_load": serve_load, "ray": ray, "pretrain": pretrain,
+    "transfer_default": transfer_default}
 
 
 def show(name: str, *args: str) -> None:

@@ -322,6 +322,10 @@ def report(metrics: dict[str, Any], output_dir: Path, margin: dict | None = None
     final, best = metrics.get("model_checkpoint"), metrics.get("best_checkpoint")
     if final and final != best:
         lines.append(f"  model            {final}  (refit on train + validation; the one tested)")
+    if "transfer/chosen" in metrics:
+        kept = "the model from the surnames starting point" if metrics["transfer/chosen"] else "the plain model"
+        lines.append(f"  transfer         validation kept {kept} ({metrics['transfer/val_acc_transferred']:.4f} "
+                     f"from the starting point, {metrics['transfer/val_acc_plain']:.4f} plain)")
     if best:
         picked = "  (trained on train, picked on validation)" if final != best else ""
         lines.append(f"  best checkpoint  {best}{picked}")
