@@ -97,6 +97,7 @@ def measure(overrides: list[str]) -> dict:
             model.setdefault(split_seed, []).append(correct)
             compared = paired(torch.from_numpy(correct), torch.from_numpy(baseline[split_seed]))
             runs.append({"split_seed": split_seed, "seed": seed, "val_acc": results["val/acc_best"],
+                         "transferred": bool(results.get("transfer/chosen")),
                          "test_acc": results["test/acc"], "test_acc_any": results["test/acc_any"],
                          "test_macro_f1": results["test/macro_f1"],
                          "baseline_acc": float(baseline[split_seed].mean()),
