@@ -232,3 +232,23 @@ def test_the_first_names_conversion_keeps_its_decisions_and_counts(tmp_path):
     rows = list(csv.reader((tmp_path / "out" / "gender.csv").read_text().splitlines()))
     assert rows == [["name", "F", "M"], ["Jordan", "0.3", "0.7"], ["Maria", "0.97", "0.03"], ["Sasha", "1", "0"]]
     assert json.loads((tmp_path / "out" / "gender.json").read_text())["counts"] == meta["counts"]
+
+
+@pytest.mark.slow
+def test_a_refitted_share_table_run_states_the_like_for_like_margin_on_its_shares(tmp_path):
+    table = gender_table(tmp_path / "first.csv")
+    result = train(tmp_path, "data=table", f"data.path={table}", "data.name_column=first",
+                   "data.share_columns=[F,M]", "data.label_name=gender", *TINY)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path)
+    like = json.loads((run / "results.json").read_text())["margin"]["like_for_like"]
+    data = TableDataModule(path=str(table), name_column="first", share_columns=["F", "M"])
+    data.setup()
+    from nameorigin.serving.predict import Predictor
+
+    predictor, test = Predictor.from_checkpoint(run / "checkpoints" / "refit.ckpt"), data.splits["test"]
+    tokens, lengths, _ = predictor.encode_many([name for name, _ in test])
+    answered = predictor.probabilities((tokens, lengths)).argmax(1).numpy()
+    shares = data.table.shares[[data.row_of[pair] for pair in test]]
+    assert not like["weighted"] and "names' shares-weighted" in result.stdout
+    assert like["model_person_acc"] == pytest.approx(float(shares[range(len(test)), answered].mean()), abs=1e-6)

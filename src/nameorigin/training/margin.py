@@ -115,12 +115,15 @@ def fits_shares_or_weights(datamodule: Any) -> bool:
 
 
 def fitted_targets(datamodule: Any, split: str) -> tuple[np.ndarray, np.ndarray]:
-    """What the run fits on a split's names: their label shares ([names, labels]; one-hot without share columns)
-    and their weights (ones without a weight column)."""
-    dataset = datamodule.datasets[split]
-    shares = dataset.languages.double().numpy() if datamodule.table.shares is not None else \
-        np.eye(len(datamodule.labels))[dataset.targets.numpy()]
-    weights = dataset.weights.double().numpy() if dataset.weights is not None else np.ones(len(shares))
+    """What the run fits on a split's names, read from the table (a refit's training set holds validation too):
+    their label shares ([names, labels]; one-hot without share columns) and their weights (ones without a weight
+    column)."""
+    table, pairs = datamodule.table, datamodule.splits[split]
+    rows = np.array([datamodule.row_of[pair] for pair in pairs], dtype=np.int64)
+    column = {label: i for i, label in enumerate(datamodule.labels)}
+    shares = table.shares[rows].astype(np.float64) if table.shares is not None else \
+        np.eye(len(column))[[column[label] for _, label in pairs]]
+    weights = table.weights[rows].astype(np.float64) if table.weights is not None else np.ones(len(rows))
     return shares, weights
 
 
