@@ -14,7 +14,7 @@ from nameorigin.data.batching import TRAINED_ON
 from nameorigin.data.names import read_corpus, split_by_name
 
 if TYPE_CHECKING:
-    from sklearn.feature_extraction.text import HashingVectorizer
+    from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
 
 
 def ngram_baseline(data: str, seed: int = 0) -> dict:
@@ -28,24 +28,20 @@ def fit_ngram_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = F
     """The n-gram baseline fitted on splits["train"], C chosen on splits["val"], scored on splits["test"]; with
     each test name's predicted language, for a paired comparison on the same names. refit: then fitted again, with
     that C, on train + val (vocabulary and weights), as train.py's refit model is."""
-    from sklearn.feature_extraction.text import TfidfVectorizer  # imported here: an optional extra
-    from sklearn.linear_model import LogisticRegression
+    from sklearn.linear_model import LogisticRegression  # imported here: an optional extra
     from sklearn.metrics import accuracy_score, f1_score
 
     text = {s: [n for n, _ in p] for s, p in splits.items()}
     gold = {s: [lang for _, lang in p] for s, p in splits.items()}
     start = time.time()
-    def char_ngrams() -> TfidfVectorizer:  # one definition for the fit on train and the refit on train + val
-        return TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 4), sublinear_tf=True)
-
-    vectorizer = char_ngrams()
+    vectorizer = tfidf_ngrams()
     features = {"train": vectorizer.fit_transform(text["train"])}
     features.update({s: vectorizer.transform(text[s]) for s in ("val", "test")})
     fits = [LogisticRegression(C=c, max_iter=2000).fit(features["train"], gold["train"]) for c in (1, 3, 10, 30)]
     best = max(fits, key=lambda m: accuracy_score(gold["val"], m.predict(features["val"])))
     val_acc = accuracy_score(gold["val"], best.predict(features["val"]))
     if refit:
-        vectorizer = char_ngrams()
+        vectorizer = tfidf_ngrams()
         both = vectorizer.fit_transform(text["train"] + text["val"])
         best = LogisticRegression(C=best.C, max_iter=2000).fit(both, gold["train"] + gold["val"])
         features["test"] = vectorizer.transform(text["test"])
@@ -54,6 +50,13 @@ def fit_ngram_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = F
             "test_acc": accuracy_score(gold["test"], predicted),
             "test_macro_f1": f1_score(gold["test"], predicted, average="macro"), "seconds": time.time() - start,
             "test_predictions": [str(p) for p in predicted]}
+
+
+def tfidf_ngrams() -> TfidfVectorizer:
+    """Character 1-4-grams within word boundaries, TF-IDF weighted (sublinear): the LR baselines' features."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 4), sublinear_tf=True)
 
 
 def hashed_ngrams(columns: int = 2**20) -> HashingVectorizer:
@@ -156,12 +159,10 @@ def fit_share_baseline(names: dict[str, list[str]], targets: dict[str, np.ndarra
     validation by person-weighted accuracy; refit: then fitted again on train + val. Returns the test names'
     label probabilities."""
     from scipy.sparse import vstack
-    from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression, SGDClassifier
 
     start = time.time()
-    vectorizer = hashed_ngrams() if hashed else TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 4),
-                                                                 sublinear_tf=True)
+    vectorizer = hashed_ngrams() if hashed else tfidf_ngrams()
     features = {"train": vectorizer.fit_transform(names["train"])} if not hashed else {}
     features.update({s: vectorizer.transform(names[s]) for s in names if s not in features})
     settings = (1e-6, 3e-7, 1e-7) if hashed else (1, 3, 10, 30)

@@ -94,11 +94,12 @@ def run_margin(datamodule: Any, net: Any, labels: list[str]) -> dict[str, Any]:
     kind = "sgd" if len(splits["train"]) > HASHED_PAST else "lr"
     baseline = (fit_hashed_baseline if kind == "sgd" else fit_ngram_baseline)(splits, refit=refitted)
     truth = [label for _, label in splits["test"]]
-    predicted = [labels[i] for i in logits_in_order(net, datamodule.datasets["test"]).argmax(1).tolist()]
+    logits = logits_in_order(net, datamodule.datasets["test"])
+    predicted = [labels[i] for i in logits.argmax(1).tolist()]
     model_correct = torch.tensor([p == t for p, t in zip(predicted, truth, strict=True)])
     baseline_correct = torch.tensor([p == t for p, t in zip(baseline["test_predictions"], truth, strict=True)])
     model_f1, baseline_f1 = macro_f1(truth, predicted), macro_f1(truth, baseline["test_predictions"])
-    like = like_for_like(datamodule, net, refitted) if fits_shares_or_weights(datamodule) else None
+    like = like_for_like(datamodule, logits, refitted) if fits_shares_or_weights(datamodule) else None
     return {"kind": kind, "setting": f"C={baseline['C']:g}" if kind == "lr" else f"alpha={baseline['alpha']:g}",
             "trained_on": baseline["trained_on"], "size": len(truth),
             "model_acc": float(model_correct.double().mean()), "baseline_acc": baseline["test_acc"],
@@ -138,10 +139,10 @@ def weighted_interval(gain: np.ndarray, weights: np.ndarray, samples: int = 2_00
     return [float(x) for x in np.quantile(margins, [0.025, 0.975])]
 
 
-def like_for_like(datamodule: Any, net: Any, refitted: bool) -> dict[str, Any]:
-    """A share or weighted table: the model beside the n-gram baseline fitted to the same shares and weights, on
-    the metrics the run optimizes: person-weighted accuracy (with its paired interval) and the shares'
-    cross-entropy, both weighted by each test name's weight."""
+def like_for_like(datamodule: Any, test_logits: torch.Tensor, refitted: bool) -> dict[str, Any]:
+    """A share or weighted table: the model (its decided logits on the test split) beside the n-gram baseline
+    fitted to the same shares and weights, on the metrics the run optimizes: person-weighted accuracy (with its
+    paired interval) and the shares' cross-entropy, both weighted by each test name's weight."""
     from nameorigin.training.baseline import fit_share_baseline, person_weighted_accuracy
 
     splits = datamodule.splits
@@ -151,7 +152,7 @@ def like_for_like(datamodule: Any, net: Any, refitted: bool) -> dict[str, Any]:
         targets[split], weights[split] = fitted_targets(datamodule, split)
     baseline = fit_share_baseline(names, targets, weights, len(splits["train"]) > HASHED_PAST, refitted)
     shares, weight = targets["test"], weights["test"]
-    model_p = logits_in_order(net, datamodule.datasets["test"]).softmax(-1).double().numpy()
+    model_p = test_logits.softmax(-1).double().numpy()
     base_p = baseline["test_probabilities"]
     credit = {side: shares[np.arange(len(shares)), p.argmax(1)] for side, p in (("model", model_p),
                                                                                   ("baseline", base_p))}

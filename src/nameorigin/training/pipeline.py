@@ -99,9 +99,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
             margin = measure_margin(model, datamodule, final, run.loggers)
             metrics.update(margin_metrics(margin))
     metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
-    if trainer.is_global_zero and cfg.transfer.publish and final:  # before the results block, printed last
-        transfer.publish(final, cfg.transfer.publish)
     if trainer.is_global_zero:
+        if cfg.transfer.publish and final:  # before the results block, printed last
+            transfer.publish(final, cfg.transfer.publish)
         write_outputs(cfg, model, final, metrics, run.picks, run.candidates,
                       {"margin": margin, "gradient_check": run.gradient_check})
         output_dir = Path(cfg.paths.output_dir)
