@@ -74,7 +74,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def corpus_names(data: str | None, count: int = 20_000, seed: int = 0) -> list[str]:
     if data:
-        from nameorigin.data.names import read_corpus
+        from nameorigin.data.corpus import read_corpus
 
         return [name for name, _ in read_corpus(data)[0]]
     rng = random.Random(seed)

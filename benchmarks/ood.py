@@ -16,7 +16,7 @@ from pathlib import Path
 from nameorigin.analysis.evaluate import checkpoint_splits
 from nameorigin.base.errors import UserError, exits_2_on_user_error
 from nameorigin.base.textnorm import variant_key
-from nameorigin.data.names import read_corpus, shipped_corpus
+from nameorigin.data.corpus import read_corpus, shipped_corpus
 from nameorigin.serving.predict import Predictor
 
 COUNTRIES = Path(__file__).with_name("ood_countries.yaml")

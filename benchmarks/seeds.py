@@ -45,7 +45,7 @@ def train_run(split_seed: int, seed: int, overrides: list[str]) -> Path:
 def correct_names(run: Path) -> tuple[np.ndarray, dict]:
     """Which of its test names the run's tested model gets right, and its results."""
     from nameorigin.analysis.evaluate import evaluate
-    from nameorigin.data.names import shipped_corpus
+    from nameorigin.data.corpus import shipped_corpus
     from nameorigin.serving.predict import Predictor
 
     written = json.loads((run / "results.json").read_text())
@@ -56,7 +56,7 @@ def correct_names(run: Path) -> tuple[np.ndarray, dict]:
 
 
 def baseline_correct(predictor_results: dict, split_seed: int) -> tuple[np.ndarray, dict]:
-    from nameorigin.data.names import read_corpus, split_by_name
+    from nameorigin.data.corpus import read_corpus, split_by_name
     from nameorigin.training.baseline import fit_ngram_baseline
 
     splits = split_by_name(read_corpus(predictor_results["root"])[0], [0.8, 0.1, 0.1], split_seed)

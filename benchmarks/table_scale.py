@@ -27,7 +27,7 @@ import numpy as np
 from benchmarks import clone_env
 from nameorigin.base.atomic import write_atomically
 from nameorigin.base.errors import UserError, exits_2_on_user_error
-from nameorigin.data.names import read_corpus, shipped_corpus
+from nameorigin.data.corpus import read_corpus, shipped_corpus
 
 MODES = {"labels": {"label_column": "label", "weight_column": "count"},
          "shares": {"share_columns": ["F", "M"], "weight_column": "count"}}

@@ -94,7 +94,7 @@ def tiny_corpus(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def real_corpus() -> Path:
-    from nameorigin.data.names import shipped_corpus
+    from nameorigin.data.corpus import shipped_corpus
 
     folder = os.environ.get("NAMES_DATA_DIR") or str(shipped_corpus())
     if not Path(folder).is_dir():

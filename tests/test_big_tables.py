@@ -16,7 +16,8 @@ import pytest
 from conftest import ROOT
 
 from nameorigin.base.errors import UserError
-from nameorigin.base.tables import TableReader, delimiter_for
+from nameorigin.base.formats.delimited import delimiter_for
+from nameorigin.base.tables import TableReader
 from nameorigin.cli.predict import main as predict_main
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.table import predict_table

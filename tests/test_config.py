@@ -174,6 +174,11 @@ def test_fast_dev_run(tmp_path):
     corpus = write_corpus(tmp_path / "names")
     result = train(tmp_path, f"data.root={corpus}", *TINY, "debug=fdr")
     assert result.returncode == 0, result.stderr[-2000:]
+    # One batch of each loop: one training step (one gradient check), a test figure, and no model to serve.
+    (run,) = run_dirs(tmp_path)
+    assert "'checks': 1," in (run / "train.log").read_text()
+    assert "test/acc" in json.loads((run / "results.json").read_text())["metrics"]
+    assert "  test/acc " in result.stdout and not (run / "checkpoints").exists()
 
 
 @pytest.mark.slow

@@ -11,9 +11,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nameorigin.base.errors import UserError
-from nameorigin.base.textnorm import PAD, UNK, build_vocab, encode, normalize_name, variant_key
+from nameorigin.base.textnorm import (
+    PAD,
+    UNK,
+    build_vocab,
+    encode,
+    folded_indices,
+    grow_vocab,
+    normalize_name,
+    variant_key,
+)
 from nameorigin.data.batching import BucketBatchSampler
-from nameorigin.data.names import NamesDataModule, download_corpus, read_corpus, split_by_name
+from nameorigin.data.corpus import read_corpus, split_by_name
+from nameorigin.data.download import download_corpus
+from nameorigin.data.names import NamesDataModule
 
 
 def test_normalize_folds_accents_and_keeps_inner_spaces_and_apostrophes():
@@ -119,6 +130,18 @@ def test_vocab_has_pad_and_unk_and_unknown_chars_never_become_letters():
     assert vocab[:2] == [PAD, UNK]
     index = {c: i for i, c in enumerate(vocab)}
     assert encode("Az", index) == [index["A"], index[UNK]]
+
+
+def test_a_grown_vocabulary_keeps_the_pretrained_indices_and_folds_new_characters_onto_them():
+    base = build_vocab(["Abe", "Ole"])
+    vocab = grow_vocab(base, ["Ab\u00e9", "\u00d8le", "Bo\u00df"])
+    assert vocab[: len(base)] == base and vocab[len(base):] == sorted("\u00e9\u00d8Bo\u00df")
+    folded = [base[i] for i in folded_indices(vocab, base)]
+    assert folded[: len(base)] == base
+    # é folds to e; Ø and ß have no ASCII fold, and B and o are not in the base: each is read as <unk>
+    assert dict(zip(vocab[len(base):], folded[len(base):], strict=True)) == {
+        "B": UNK, "o": UNK, "\u00d8": UNK, "\u00df": UNK, "\u00e9": "e"}
+    assert grow_vocab(base, ["Abe"]) == base
 
 
 @settings(max_examples=300, deadline=None)

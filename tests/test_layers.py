@@ -50,7 +50,7 @@ def test_the_shipped_corpus_is_found_through_the_package_and_matches_its_checksu
     assert len(sums) == 18 and {"README.md", "LICENSE"} <= {p.name for p in folder.iterdir()}
     for name, digest in sums.items():
         assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
-    from nameorigin.data.names import label_files, shipped_corpus
+    from nameorigin.data.corpus import label_files, shipped_corpus
 
     assert [p.name for p in label_files(shipped_corpus())] == sorted(sums)  # README, LICENSE, SHA256SUMS: no labels
 

@@ -31,6 +31,10 @@ def test_each_refusal_names_the_option(settings, message):
     assert message in str(refused.value) and "--" not in str(refused.value)
 
 
+# What a request may set: every prediction option but the command's batching and precision.
+REQUEST_OPTIONS = ("top_k", "coverage", "explain", "abstain", "max_set_size", "prior", "labels")
+
+
 def test_options_are_frozen():
     options = PredictOptions(top_k=2, coverage=0.9)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -51,7 +55,8 @@ def test_the_servers_request_is_made_from_the_options():
     from nameorigin.serving.server import PredictRequest
 
     fields = {f.name: f for f in option_fields(request_only=True)}
-    assert set(PredictRequest.model_fields) == {"names", *fields}
+    # Written out, not read off the options: a dropped option must fail here.
+    assert set(PredictRequest.model_fields) == {"names", *REQUEST_OPTIONS} == {"names", *fields}
     assert "batch_size" not in PredictRequest.model_fields  # the server's own batching decides
     for name, field in fields.items():
         assert PredictRequest.model_fields[name].default == field.default
@@ -86,6 +91,7 @@ def test_the_commands_flags_are_made_from_the_options(monkeypatch):
 def test_every_option_has_a_flag_with_its_help(capsys):
     assert nameorigin(["predict", "--help"]) == 0
     shown = "".join(capsys.readouterr().out.split())  # the help wraps lines, at hyphens too
+    assert [field.name for field in option_fields()] == [*REQUEST_OPTIONS, "batch_size", "precision"]
     for field in option_fields():
         flag = "--no-abstain" if field.name == "abstain" else "--" + field.name.replace("_", "-")
         assert flag in shown and "".join(field.metadata["help"].split()) in shown

@@ -242,7 +242,7 @@ def exported(checkpoint, tmp_path_factory) -> Path:
 
 
 def test_evaluate_without_a_folder_reads_the_shipped_corpus(checkpoint, tmp_path):
-    from nameorigin.data.names import shipped_corpus
+    from nameorigin.data.corpus import shipped_corpus
 
     # The tiny run trained on a corpus of its own: the shipped one is named in the refusal.
     result = run_in_process([NAMEORIGIN, "evaluate", str(checkpoint)], cwd=tmp_path)

@@ -85,7 +85,8 @@ def test_compare_runs_pools_each_labels_figures_over_runs(trained, tmp_path):
         recall = float(line_once.split()[3])
         assert recall == pytest.approx(row["recall"], abs=5e-4) and float(line_twice.split()[3]) == recall
         width = lambda line: float(line.split()[5].strip("]")) - float(line.split()[4].strip("[,"))  # noqa: E731
-        assert width(line_twice) < width(line_once) or width(line_once) == 0
+        # The Wilson interval is never empty (a recall of 0 or 1 has width too): twice the names, narrower.
+        assert 0 < width(line_twice) < width(line_once), (line_once, line_twice)
     (tmp_path / "none" / "x" / "tensorboard").mkdir(parents=True)
     (tmp_path / "none" / "x" / ".hydra").mkdir()
     (tmp_path / "none" / "x" / ".hydra" / "overrides.yaml").write_text("[]\n")
@@ -101,10 +102,10 @@ def test_benchmark_runs_and_reports_ratios(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout)
     gru = report["train"]["gru"]
-    fused = gru["fused torch"]["names_per_s"]
-    assert fused > 0 and len(gru) >= 3  # fused torch and the cell's loops
-    for contender in gru.values():  # each ratio is its own speed over fused torch's, measured in the same run
-        assert contender["vs_fused"] == pytest.approx(contender["names_per_s"] / fused, rel=1e-3)
+    # Each of the cell's loops beside fused torch, measured in the same run: fused torch is the unit.
+    assert set(gru) == {"loop (autograd)", "loop (bptt)", "fused torch"}
+    assert gru["fused torch"]["vs_fused"] == 1.0
+    assert all(row["names_per_s"] > 0 and 0.01 < row["vs_fused"] < 100 for row in gru.values()), gru
     assert report["tutorial"]["names_per_s"] > 0 and set(report["logging"]) == {"autograd", "bptt"}
 
 

@@ -174,9 +174,10 @@ def test_initialize_really_loads_the_pretrained_weights_and_the_known_names(pret
     cache, _ = tiny_surnames
     checkpoint = torch.load(pretrained, weights_only=True)
     config = ModelConfig(hidden_size=32, embedding_dim=16, init_from=str(pretrained), known_names_cache=str(cache))
-    shape, table = transfer.model_arguments(transfer.load_pretrained(str(pretrained), config), config)
-    model = NameClassifier(config, checkpoint["hyper_parameters"]["vocab"], ["A", "B"], transfer=shape)
-    transfer.initialize(model.net, checkpoint, table)
+    vocab = checkpoint["hyper_parameters"]["vocab"]
+    shape, table = transfer.model_arguments(transfer.load_pretrained(str(pretrained), config), config, vocab)
+    model = NameClassifier(config, vocab, ["A", "B"], transfer=shape)
+    transfer.initialize(model.net, checkpoint, table, vocab)
     for key in ("embedding.weight", "cell.weight_hh", "cell.bias_ih"):
         torch.testing.assert_close(model.net.get_parameter(key), checkpoint["state_dict"][f"net.{key}"])
     parts = model.net.transfer
@@ -213,17 +214,32 @@ def test_known_names_fingerprint_matches_a_plain_python_reference():
 
 @pytest.mark.slow
 def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_surnames, tmp_path):
-    cache, corpus = tiny_surnames
+    cache, ascii_corpus = tiny_surnames
+    # Accents kept (data.normalize=none) on an ASCII pretraining: the run's training names grow its vocabulary.
+    corpus = tmp_path / "accented"
+    corpus.mkdir()
+    for source in ascii_corpus.glob("*.txt"):
+        accented = {"Italian": ["Niccol\u00f2", "Forl\u00ec", "Cant\u00f9"], "Irish": ["\u00d3 Briain", "S\u00e9amus"]}
+        (corpus / source.name).write_text(source.read_text() + "".join(
+            f"{name}\n" for name in accented.get(source.stem, [])))
     result = train(tmp_path, "experiment=finetune", f"model.init_from={pretrained}", f"data.root={corpus}",
-                   f"model.known_names_cache={cache}", *TINY, "model.embedding_dim=16", "trainer.max_epochs=3")
+                   f"model.known_names_cache={cache}", *TINY, "model.embedding_dim=16", "trainer.max_epochs=3",
+                   "data.normalize=none", "data.split_fractions=[0.9,0.05,0.05]")
     assert result.returncode == 0, result.stderr[-3000:]
     for key in ("test/acc_in_pretrain", "test/acc_not_in_pretrain", "test/macro_f1_in_pretrain",
                 "test/macro_f1_not_in_pretrain"):
         assert f"  {key} " in result.stdout, key
     (run,) = run_dirs(tmp_path)
     best = run / "checkpoints" / "best.ckpt"
-    hparams = torch.load(best, weights_only=True)["hyper_parameters"]
-    assert hparams["vocab"] == torch.load(pretrained, weights_only=True)["hyper_parameters"]["vocab"]
+    saved, start = torch.load(best, weights_only=True), torch.load(pretrained, weights_only=True)
+    vocab, pretrained_vocab = saved["hyper_parameters"]["vocab"], start["hyper_parameters"]["vocab"]
+    train_names = {name for name, _ in json.loads((run / "split.json").read_text())["splits"]["train"]}
+    grown = sorted({c for name in train_names for c in name} - set(pretrained_vocab))
+    assert grown and vocab == [*pretrained_vocab, *grown], vocab[len(pretrained_vocab):]
+    assert saved["hyper_parameters"]["transfer"]["source_vocab"] == len(pretrained_vocab)
+    folded = saved["state_dict"]["net.transfer.source_tokens"].tolist()
+    assert folded[: len(pretrained_vocab)] == list(range(len(pretrained_vocab)))
+    assert all(pretrained_vocab[folded[vocab.index(c)]] == normalize_name(c) for c in grown)
     predicted = run_in_process([str(ROOT / "scripts" / "predict.py"), str(best), "Kanemoto", "Pavlovsky",
                             "--format", "json"], cwd=tmp_path)
     assert predicted.returncode == 0, predicted.stderr
@@ -258,8 +274,14 @@ def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_sur
     written = run_in_process([*export, str(best), "--out", str(tmp_path / "e" / "m")], tmp_path)
     assert written.returncode == 0 and sorted(p.name for p in (tmp_path / "e").iterdir()) == ["m.json", "m.pt2"]
     ours, served = Predictor.from_checkpoint(best), Predictor.load(tmp_path / "e" / "m.pt2")
-    encoded = [ours.encode(n)[0] for n in ["Kanemoto", "Muller", "De La Cruz", "Pavlovsky", "Zzz"]]
+    encoded = [ours.encode(n)[0] for n in ["Kanemoto", "Muller", "De La Cruz", "Pavlovsky", "Zzz", "Niccol\u00f2"]]
     torch.testing.assert_close(served.probabilities(encoded), ours.probabilities(encoded), atol=1e-5, rtol=0)
+    # The lookup reads a grown character as its fold: a known name spelt with it is found ("Cantù" as "Cantu").
+    names = Surnames(cache).names
+    char, known = next((c, n) for c in grown for n in names if normalize_name(c) in n)
+    variant = known.replace(normalize_name(char), char, 1)
+    tokens, lengths, _ = ours.encode_many([variant, "Zq" + variant])
+    assert ours.net.transfer.known(ours.net.transfer.as_pretrained(tokens), lengths)[:, -1].tolist() == [1.0, 0.0]
 
 
 @pytest.mark.parametrize("override, message", [

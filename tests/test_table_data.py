@@ -11,7 +11,8 @@ import pytest
 import torch
 from conftest import NAMEORIGIN, ROOT, TINY, run_dirs, run_in_process, train, train_refused, write_corpus
 
-from nameorigin.data.names import NamesDataModule, label_files
+from nameorigin.data.corpus import label_files
+from nameorigin.data.names import NamesDataModule
 from nameorigin.data.table import TableDataModule
 
 

@@ -203,6 +203,9 @@ class TransferShape:
     source_ngram_buckets: int = field(default=0, metadata=HEAD)  # its n-gram head's buckets
     known_names: int = field(default=0, metadata=HEAD)  # rows of the known-name table
     known_countries: int = field(default=0, metadata=HEAD)
+    # The pretrained vocabulary's size where the run's training names grew it (0: not grown): the parts read
+    # each new character as the pretrained model would, folded (é as e), through a buffer of that many entries.
+    source_vocab: int = field(default=0, metadata=HEAD)
 
     def __post_init__(self) -> None:
         if self.known_names and not self.known_countries:

@@ -12,11 +12,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from nameorigin.base.errors import UserError
-from nameorigin.base.formats import format_of, known_suffixes, output_format
+from nameorigin.base.formats import format_of, known_suffixes
 from nameorigin.base.formats.common import Chunk, NewRows, TableFormat
 from nameorigin.base.formats.delimited import Delimited, delimiter_for
-
-__all__ = ["TableReader", "TableWriter", "delimiter_for", "is_missing", "output_format", "write_table"]
 
 # What spreadsheets, pandas and databases write for an empty cell: a missing value, not a name or a label.
 MISSING_MARKERS = frozenset({"NaN", "nan", "NULL", "null", "N/A", "#N/A", "None", "<NA>"})

@@ -44,6 +44,20 @@ def build_vocab(names: Sequence[str]) -> list[str]:
     return [PAD, UNK, *sorted({c for name in names for c in name})]
 
 
+def grow_vocab(base: Sequence[str], names: Sequence[str]) -> list[str]:
+    """A pretrained vocabulary grown by the characters `names` add (sorted, after it): every entry of `base` keeps
+    its index, so its embedding rows still mean the same characters."""
+    known = set(base)
+    return [*base, *sorted({c for name in names for c in name} - known)]
+
+
+def folded_indices(vocab: Sequence[str], base: Sequence[str]) -> list[int]:
+    """For each entry of a grown `vocab`, the index in `base` of the character it folds to (é -> e; an entry of
+    `base` is itself), or <unk>'s where the fold is not in `base`: how a model pretrained on `base` reads it."""
+    index = {c: i for i, c in enumerate(base)}
+    return [index[c] if c in index else index.get(normalize_name(c), index[UNK]) for c in vocab]
+
+
 def encode(name: str, char_to_index: dict[str, int]) -> list[int]:
     """Characters outside the vocabulary map to <unk>, never to a real letter."""
     unk = char_to_index[UNK]

@@ -12,18 +12,10 @@ from typing import Any
 import torch
 
 from nameorigin.base.errors import UserError
-from nameorigin.base.textnorm import build_vocab, encode_names
+from nameorigin.base.textnorm import build_vocab, encode_names, grow_vocab
 from nameorigin.config import NamesDataConfig
 from nameorigin.data.batching import TRAINED_ON, Batch, BucketedDataModule, EncodedRows
-from nameorigin.data.corpus import (  # noqa: F401  (re-exported: the corpus functions' old home)
-    NOT_LABELS,
-    is_label_file,
-    label_files,
-    read_corpus,
-    read_label_file,
-    shipped_corpus,
-    split_by_name,
-)
+from nameorigin.data.corpus import label_files, read_corpus, shipped_corpus, split_by_name
 from nameorigin.data.download import download_corpus
 
 log = logging.getLogger(__name__)
@@ -83,7 +75,7 @@ class NamesDataModule(BucketedDataModule):
         self.batch_size, self.num_workers, self.label_name = config.batch_size, config.num_workers, config.label_name
         self.exclude, self.excluded = config.exclude, 0
         self.splits: dict[str, list[tuple[str, str]]] = {}
-        self.fixed_vocab: list[str] | None = None
+        self.pretrained_vocab: list[str] | None = None
         self.trained_on = "train"  # "train+val" once add_validation_to_training() ran (the refit)
         self.soft_labels = False  # hard labels: a share table's columns make them soft
 
@@ -118,8 +110,10 @@ class NamesDataModule(BucketedDataModule):
         if self.exclude:
             self.leave_out_of_training(self.exclude)
         split = time.perf_counter()
-        # Fine-tuning sets fixed_vocab to the pretrained model's vocabulary before setup.
-        self.vocab = self.fixed_vocab or build_vocab([name for name, _ in self.splits["train"]])
+        # Fine-tuning sets pretrained_vocab before setup: the training names grow it (accents on an ASCII model).
+        train_names = [name for name, _ in self.splits["train"]]
+        self.vocab = grow_vocab(self.pretrained_vocab, train_names) if self.pretrained_vocab else build_vocab(
+            train_names)
         self.datasets = {s: self.encode(p) for s, p in self.splits.items()}
         self.setup_seconds = {"read": read - started, "split": split - read, "encode": time.perf_counter() - split}
 

@@ -33,7 +33,7 @@ from nameorigin.base.extras import missing_extra
 from nameorigin.base.textnorm import MAX_NAME_LENGTH, PAD, UNK
 from nameorigin.config import SurnamesDataConfig
 from nameorigin.data.batching import Batch, BucketedDataModule, EncodedRows
-from nameorigin.data.names import split_by_name
+from nameorigin.data.corpus import split_by_name
 
 TOP = 10  # names-dataset keeps at most 10 countries per name
 NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z '.\-]*\Z")

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CHECKPOINT_FORMAT = "nameorigin-checkpoint-2"
+# The refit's served model beside best.ckpt in a run's checkpoints/ (nameorigin.training.refit writes it).
+REFIT_FILE = "refit.ckpt"
 EXPORT_FORMAT = "nameorigin-export-4"
 
 

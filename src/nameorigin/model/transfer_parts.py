@@ -19,12 +19,15 @@ class TransferParts(nn.Module):
         super().__init__()
         classes = shape.source_classes
         self.feature_size = classes  # extra inputs of the language head
+        # A grown vocabulary: each of the run's characters as the pretrained one (filled by transfer.initialize).
+        self.register_buffer("source_tokens", torch.arange(vocab_size) if shape.source_vocab else None)
+        source_vocab = shape.source_vocab or vocab_size
         self.source_head = nn.Linear(hidden_size, classes) if classes else None
-        self.source_ngram = NgramHead(vocab_size, classes, shape.source_ngram_buckets, ngram_max) \
+        self.source_ngram = NgramHead(source_vocab, classes, shape.source_ngram_buckets, ngram_max) \
             if classes and shape.source_ngram_buckets else None
         self.known = self.evidence_head = None
         if shape.known_names:
-            self.known = KnownNames(vocab_size, shape.known_countries, shape.known_names)
+            self.known = KnownNames(source_vocab, shape.known_countries, shape.known_names)
             # A hidden layer lets the evidence combine countries (a share of both GB and IE is not the sum of each).
             evidence_in = shape.known_countries + 1
             self.evidence_head = nn.Sequential(nn.Linear(evidence_in, evidence_hidden), nn.ReLU(),
@@ -41,9 +44,13 @@ class TransferParts(nn.Module):
             return None
         source = self.source_head(h)
         if self.source_ngram is not None:
-            source = source + self.source_ngram(tokens, lengths)
+            source = source + self.source_ngram(self.as_pretrained(tokens), lengths)
         return source.softmax(-1)
 
     def evidence(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor | None:
         """Logits from the exact name's country shares, or None without a known-name table."""
-        return None if self.known is None else self.evidence_head(self.known(tokens, lengths))
+        return None if self.known is None else self.evidence_head(self.known(self.as_pretrained(tokens), lengths))
+
+    def as_pretrained(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The tokens in the pretrained vocabulary: unchanged unless the run's grew it."""
+        return tokens if self.source_tokens is None else self.source_tokens[tokens.long()]

@@ -105,7 +105,7 @@ class PredictOptions:
             raise UserError(f"precision {self.precision} runs in the checkpoint's own single-layer loop: score with "
                             "a one-layer .ckpt, or drop precision")
         if self.coverage is not None:
-            predictor.set_threshold(self.coverage)
+            predictor.threshold_for(self.coverage)
         unknown = [label for label in self.labels or () if label not in predictor.labels]
         if unknown:
             raise UserError(f"labels: {', '.join(unknown)} not a label of this model; its labels are "

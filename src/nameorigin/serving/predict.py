@@ -20,7 +20,7 @@ from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
 from nameorigin.base.extras import missing_extra
 from nameorigin.base.textnorm import MAX_NAME_LENGTH, UNK, encode_names, normalize_name
-from nameorigin.model.artifacts import Calibration, ServingMeta
+from nameorigin.model.artifacts import REFIT_FILE, Calibration, ServingMeta
 from nameorigin.model.calibration import level_key, prediction_sets
 from nameorigin.model.charrnn import CharRNN, batch_tokens, net_from_checkpoint
 from nameorigin.model.explain import NameExplanation, explain_names
@@ -97,7 +97,7 @@ class Predictor:
             return cls.from_exported(path, calibrated)
         return cls.from_checkpoint(path, device, calibrated)
 
-    def set_threshold(self, coverage: float) -> float | list[float]:
+    def threshold_for(self, coverage: float) -> float | list[float]:
         """The conformal threshold stored for this coverage level (one per label for class-conditional sets,
         calibration.sets=mondrian); a clear error for any other level."""
         if self.undo_temperature != 1.0:
@@ -191,7 +191,7 @@ class Predictor:
     def answer(self, names: Iterable[str], options: PredictOptions | None = None, **settings: Any) -> Answers:
         """predict()'s answers as columns (nameorigin.serving.answers): no Python object per name."""
         options = options_of(options, settings).for_model(self)
-        threshold = None if options.coverage is None else self.set_threshold(options.coverage)
+        threshold = None if options.coverage is None else self.threshold_for(options.coverage)
         names = list(names)
         tokens, lengths, error_list = self.encode_many(names)
         errors = np.array([*error_list, None], dtype=object)[:-1]
@@ -306,5 +306,5 @@ def newest_checkpoint(outputs: str | Path = "outputs", name: str = "best.ckpt") 
     if not found:
         raise UserError(f"no {name} under {outputs}/: train first or pass a checkpoint path")
     newest = max(found, key=lambda p: p.stat().st_mtime)
-    refit = newest.with_name("refit.ckpt")
+    refit = newest.with_name(REFIT_FILE)
     return refit if name == "best.ckpt" and refit.is_file() else newest

@@ -18,10 +18,10 @@ from typing import IO, Any
 import numpy as np
 
 from nameorigin.base.atomic import write_atomically
+from nameorigin.base.formats import output_format
 from nameorigin.base.formats.common import Chunk
-from nameorigin.base.formats.delimited import Delimited
-from nameorigin.base.formats.parquet import ArrowChunk
-from nameorigin.base.tables import TableReader, TableWriter, delimiter_for, output_format
+from nameorigin.base.formats.delimited import Delimited, delimiter_for
+from nameorigin.base.tables import TableReader, TableWriter
 from nameorigin.serving.distinct import DistinctNames, cell_key, score, tagged_keys, untag
 from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
 from nameorigin.serving.predict import Predictor
@@ -165,13 +165,6 @@ class AnswerBook:
         keys = untag(tagged_keys(encoded.dictionary.filter(unseen), self.predictor.normalize).to_pylist())
         self.entries([cell for cell, new in zip(cells, unseen.tolist(), strict=True) if new], keys)
         return self.entries(cells)[encoded.indices.to_numpy(zero_copy_only=False)]
-
-
-def name_array(chunk: ArrowChunk, column: str) -> Any:
-    """The name column of a Parquet chunk as plain strings (a dictionary-encoded or large-string column too)."""
-    import pyarrow as pa
-
-    return chunk.batch.column(column).cast(pa.string())
 
 
 def arrow_type(kind: type) -> Any:

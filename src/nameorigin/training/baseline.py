@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nameorigin.data.batching import TRAINED_ON
-from nameorigin.data.names import read_corpus, split_by_name
+from nameorigin.data.corpus import read_corpus, split_by_name
 
 if TYPE_CHECKING:
     from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
@@ -109,33 +109,6 @@ def fit_hashed_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = 
             "test_macro_f1": float(f1_score(gold["test"], predicted, average="macro")),
             "precision_at": {k: float((rank < k).mean()) for k in range(1, min(5, scores.shape[1]) + 1)},
             "seconds": time.time() - start, "test_predictions": [str(p) for p in predicted]}
-
-
-def country_baseline(cache: str, seed: int = 0, fractions: tuple[float, ...] = (0.98, 0.01, 0.01),
-                     alpha: float = 1e-6, epochs: int = 5) -> dict:
-    """The linear reference for the surnames country model, on the same name-disjoint split: hashed character
-    1-4-grams + SGD logistic regression on each name's most common country; top-1 and top-5 on held-out names."""
-    import numpy as np
-    from sklearn.linear_model import SGDClassifier
-
-    from nameorigin.data.surnames import SurnamesDataModule
-
-    data = SurnamesDataModule(cache, split_fractions=fractions, split_seed=seed)
-    data.setup()
-    top = data.corpus.top_index[:, 0].numpy()
-    vectorizer = hashed_ngrams()
-    start = time.time()
-    features = {s: vectorizer.transform([data.corpus.names[r] for r in rows]) for s, rows in data.splits.items()}
-    model = SGDClassifier(loss="log_loss", alpha=alpha, max_iter=epochs, tol=None, n_jobs=-1, random_state=seed)
-    model.fit(features["train"], top[data.splits["train"]])
-    result = {"alpha": alpha, "epochs": epochs, "seconds": time.time() - start}
-    for split in ("val", "test"):
-        scores = model.decision_function(features[split])
-        truth = top[data.splits[split]]
-        best5 = model.classes_[np.argsort(-scores, axis=1)[:, :5]]
-        result[f"{split}_top1"] = float((best5[:, 0] == truth).mean())
-        result[f"{split}_top5"] = float((best5 == truth[:, None]).any(1).mean())
-    return result
 
 
 def expanded_rows(targets: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

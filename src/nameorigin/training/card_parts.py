@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nameorigin.data.names import shipped_corpus
+from nameorigin.data.corpus import shipped_corpus
 from nameorigin.model.artifacts import Calibration
 from nameorigin.training.search import shown_settings
 from nameorigin.training.sizing import describe

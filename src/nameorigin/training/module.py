@@ -166,7 +166,7 @@ class NameClassifier(pl.LightningModule):
             self.test_outputs.append((logits.detach().float(), targets, shares.float(),
                                       self.abstaining(tokens, lengths)))
             if self.known_names is not None:
-                _, found = self.known_names.lookup(tokens, lengths)
+                _, found = self.known_names.lookup(self.net.transfer.as_pretrained(tokens), lengths)
                 for subset, rows in ((self.test_found, found), (self.test_not_found, ~found)):
                     if rows.any():
                         subset.update(logits[rows], targets[rows])

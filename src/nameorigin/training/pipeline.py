@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from nameorigin.base.atomic import write_atomically
 from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig, TransferUse, check_run
-from nameorigin.model.artifacts import Calibration
+from nameorigin.model.artifacts import REFIT_FILE, Calibration
 from nameorigin.model.cells import check_cell
 from nameorigin.training import graphed, linear_part, refit, search, sizing, transfer
 from nameorigin.training.calibration_step import calibrate_checkpoint
@@ -145,8 +145,8 @@ def prepare(cfg: DictConfig) -> tuple[pl.LightningDataModule, dict | None, list,
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build(cfg, "data")
     pretrained = transfer.load_pretrained(model_config.init_from, model_config) if model_config.init_from else None
-    if pretrained is not None:  # fine-tuning keeps the pretrained vocabulary, and its encoder's sizes
-        datamodule.fixed_vocab = pretrained["hyper_parameters"]["vocab"]
+    if pretrained is not None:  # fine-tuning keeps the pretrained vocabulary (grown), and its encoder's sizes
+        datamodule.pretrained_vocab = pretrained["hyper_parameters"]["vocab"]
         transfer.adopt_encoder(cfg, pretrained)
     datamodule.prepare_data()
     datamodule.setup("fit")
@@ -268,9 +268,9 @@ def refit_model(cfg: DictConfig, model_config: ModelConfig, datamodule: pl.Light
     if mixture:
         linear_part.mix_refit(model, datamodule, mixture)
     refit.carry_calibration(model, calibration)
-    path = Path(cfg.paths.output_dir) / "checkpoints" / refit.REFIT_FILE
+    path = Path(cfg.paths.output_dir) / "checkpoints" / REFIT_FILE
     trainer.save_checkpoint(path, weights_only=True)  # a model to serve, not a state to resume
-    datamodule.write_manifest(Path(cfg.paths.output_dir) / "split.json")  # now saying what the model trained on
+    datamodule.write_manifest(Path(cfg.paths.output_dir) / "split.json")  # its trained_on: the refit's names
     return str(path)
 
 
@@ -282,12 +282,13 @@ def build_model(cfg: DictConfig, config: ModelConfig, datamodule: pl.LightningDa
         config = dataclasses.replace(config, class_weights=datamodule.class_weights(config.class_weights))
     if config.soft_targets is None:  # the data decides: a share table and the surnames train against their shares
         config = dataclasses.replace(config, soft_targets=bool(getattr(datamodule, "soft_labels", False)))
-    shape, table = transfer.model_arguments(pretrained, config) if pretrained is not None else (None, None)
+    shape, table = transfer.model_arguments(pretrained, config, datamodule.vocab) if pretrained is not None \
+        else (None, None)
     model = NameClassifier(config, datamodule.vocab, datamodule.labels, datamodule.class_prior(),
                            getattr(datamodule, "label_names", None), shape)
     if pretrained is not None:
         log.info("fine-tuning from %s: loaded %s", config.init_from,
-                 ", ".join(transfer.initialize(model.net, pretrained, table)))
+                 ", ".join(transfer.initialize(model.net, pretrained, table, datamodule.vocab)))
     try:  # built once now, so a bad optimizer or scheduler setting is one line before training, not mid-fit
         scheduler = model.configure_optimizers().get("lr_scheduler", {}).get("scheduler")
         if scheduler is not None:  # some settings fail only once the schedule is computed (T_max=0 divides by 0)

@@ -20,7 +20,6 @@ from pytorch_lightning.loggers import Logger, TensorBoardLogger
 from nameorigin.model.artifacts import Calibration
 from nameorigin.training.trackers import refit_copies
 
-REFIT_FILE = "refit.ckpt"
 # Validation names are training names now, so no validation loop; refit.ckpt is written once, at the end.
 TRAINER_OVERRIDES = {"limit_val_batches": 0, "num_sanity_val_steps": 0, "enable_checkpointing": False}
 

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, open_dict
 from nameorigin.base.atomic import write_atomically
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
+from nameorigin.base.textnorm import folded_indices
 from nameorigin.config import ModelConfig, TransferShape, TransferUse, from_plain, plain, shape_fields
 from nameorigin.model.charrnn import SHARED_WEIGHTS, cell_layout
 from nameorigin.model.known import KnownNames
@@ -95,11 +96,15 @@ def known_names(cache: str, vocab: list[str]) -> KnownNames:
     return table
 
 
-def model_arguments(checkpoint: dict, config: ModelConfig) -> tuple[TransferShape, KnownNames | None]:
-    """What the pretrained checkpoint adds to the new model's shape, and the known-name table (or None)."""
+def model_arguments(checkpoint: dict, config: ModelConfig,
+                    vocab: list[str]) -> tuple[TransferShape, KnownNames | None]:
+    """What the pretrained checkpoint adds to the new model's shape (`vocab`: the run's, the pretrained one grown
+    by its training names), and the known-name table (or None)."""
     shape, table = TransferShape(), None
     hp = checkpoint["hyper_parameters"]
     saved = hp["config"]
+    if len(vocab) > len(hp["vocab"]):
+        shape.source_vocab = len(hp["vocab"])
     if config.transfer_features:
         shape.source_classes = len(hp["labels"])
         shape.source_ngram_buckets = saved["ngram_buckets"]
@@ -113,14 +118,21 @@ def model_arguments(checkpoint: dict, config: ModelConfig) -> tuple[TransferShap
 
 
 @torch.no_grad()
-def initialize(net: torch.nn.Module, checkpoint: dict, table: KnownNames | None) -> list[str]:
-    """Copy the pretrained pieces into `net`; returns the names of what was loaded."""
-    state = checkpoint["state_dict"]
+def initialize(net: torch.nn.Module, checkpoint: dict, table: KnownNames | None, vocab: list[str]) -> list[str]:
+    """Copy the pretrained pieces into `net` (whose vocabulary is `vocab`); returns the names of what was loaded.
+    A character the run's names added to the pretrained vocabulary starts as the one it folds to (é as e, else
+    <unk>), so the new model starts by reading every name as the pretrained one did."""
+    state, pretrained_vocab = checkpoint["state_dict"], checkpoint["hyper_parameters"]["vocab"]
+    as_pretrained = torch.tensor(folded_indices(vocab, pretrained_vocab))
     loaded = []
     for key in loaded_keys(net.config):
-        net.get_parameter(key).copy_(state[f"net.{key}"])
+        net.get_parameter(key).copy_(state[f"net.{key}"][as_pretrained] if key == "embedding.weight"
+                                     else state[f"net.{key}"])
         loaded.append(key)
     parts = net.transfer
+    if parts is not None and parts.source_tokens is not None:
+        parts.source_tokens.copy_(as_pretrained)
+        loaded.append(f"the vocabulary, grown by {len(vocab) - len(pretrained_vocab)} characters")
     if parts is not None and parts.source_head is not None:
         parts.source_head.weight.copy_(state["net.head.weight"][:, : parts.source_head.in_features])
         parts.source_head.bias.copy_(state["net.head.bias"])
