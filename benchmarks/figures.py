@@ -291,24 +291,30 @@ def transfer_tables() -> str:
             f"the transferred model in {sum(run['transferred'] for run in runs)} of {len(runs)} | "
             f"{nine['test_acc']:.4f} | {nine['baseline_acc']:.4f} | {points(nine['margin'])} (pooled) "
             f"{interval(nine['interval'])} | {points(100 * (nine['test_macro_f1'] - nine['baseline_macro_f1']))} | |"]
-    names = {"first_name_gender": "first name → gender shares, 20k sample", "nana": "NaNa full names → 20 "
-             "nationalities, 20k sample"}
-    for key, name in names.items():
-        t = tables[key]
-        kept = f"transferred ({t['val_acc_transferred']:.4f} vs {t['val_acc_plain']:.4f})" if t["transferred"] \
-            else f"plain ({t['val_acc_plain']:.4f} vs {t['val_acc_transferred']:.4f})"
-        rows.append(f"| {name} | {kept} | {t['test_acc']:.4f} | {t['baseline_acc']:.4f} | {points(t['margin'])} "
-                    f"{interval(t['interval'])} | {points(t['macro_f1_margin'])} | {t['wall_s']:.0f} s |")
+    accents = result("small_tables_accents")["nana_accents"]
+    for name, t, wall in (("first name → gender shares, 20k sample", tables["first_name_gender"], True),
+                          ("NaNa full names → 20 nationalities, 20k sample", tables["nana"], True),
+                          ("the same NaNa sample, accents kept (`data.normalize=none`)", accents, False)):
+        rows.append(small_table_row(name, t, f"{t['wall_s']:.0f} s" if wall else ""))
     like = tables["first_name_gender"].get("like_for_like")
     text = "\n".join(rows) + (f"\n\nThe two small tables' mean margin is {points(tables['mean']['margin'])} points "
                                 f"of accuracy and {points(tables['mean']['macro_f1_margin'])} of macro-F1 "
                                 "(`python -m benchmarks.record small_tables -- python -m benchmarks.small_tables "
                                 "--json`).")
+    text += (" The accented row is `python -m benchmarks.record small_tables_accents -- python -m "
+             "benchmarks.small_tables --tables nana_accents --json`.")
     if like:
         text += (f" On the gender sample, fitted like for like (the baseline on the same shares), the share-weighted "
                  f"accuracy is {like['model']:.4f} against {like['baseline']:.4f}: {points(like['margin'])} "
                  f"{interval(like['interval'])}.")
     return text + "\n"
+
+
+def small_table_row(name: str, t: dict, wall: str) -> str:
+    kept = f"transferred ({t['val_acc_transferred']:.4f} vs {t['val_acc_plain']:.4f})" if t["transferred"] \
+        else f"plain ({t['val_acc_plain']:.4f} vs {t['val_acc_transferred']:.4f})"
+    return (f"| {name} | {kept} | {t['test_acc']:.4f} | {t['baseline_acc']:.4f} | {points(t['margin'])} "
+            f"{interval(t['interval'])} | {points(t['macro_f1_margin'])} | {wall} |")
 
 
 def ema() -> str:

@@ -408,6 +408,19 @@ class TransferConfig:
 
 
 @dataclass
+class EnsembleConfig:
+    """nameorigin.training.ensemble: more networks of the kind the run serves, each from its own seed (the run's
+    seed + 1, + 2, ...), on the same split; validation picks how many of them are served as one model."""
+
+    members: int = 1  # the most networks tried (1: one network, no ensemble)
+    min_gain: float = 0.002  # each network more must lift validation accuracy by more than this (-1: keep all)
+
+    def __post_init__(self) -> None:
+        whole("ensemble.members", self.members, 1)
+        rate("ensemble.min_gain", self.min_gain, -1.0, 1.0)
+
+
+@dataclass
 class CardConfig:
     """nameorigin.training.card: MODEL_CARD.md in the run folder and inside the checkpoint."""
 
@@ -426,6 +439,7 @@ class TrainConfig:
     margin: MarginConfig = field(default_factory=MarginConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     transfer: TransferConfig = field(default_factory=TransferConfig)
+    ensemble: EnsembleConfig = field(default_factory=EnsembleConfig)
     card: CardConfig = field(default_factory=CardConfig)
     trainer: Any = None
     callbacks: Any = None
@@ -488,4 +502,5 @@ SCHEMAS: dict[tuple[str | None, str], type] = {
     ("search", "search_schema"): SearchConfig,
     ("card", "card_schema"): CardConfig,
     ("transfer", "transfer_schema"): TransferConfig,
+    ("ensemble", "ensemble_schema"): EnsembleConfig,
 }

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nameorigin.config import Cell, ModelConfig, NetConfig, TransferShape, from_plain
+from nameorigin.config import Cell, NetConfig, TransferShape
 from nameorigin.model.bptt import final_state
 from nameorigin.model.capture import StepCapture
 from nameorigin.model.cells import cell_spec, check_cell
@@ -185,6 +185,10 @@ class CharRNN(nn.Module):
         evidence = self.transfer.evidence(tokens, lengths) if self.transfer is not None else None
         return logits if evidence is None else logits + evidence
 
+    def raw_logits(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The logits before the decision layer, in any mode."""
+        return self.readout(self.encode(tokens, lengths), tokens, lengths)
+
     def decide(self, logits: torch.Tensor) -> torch.Tensor:
         """The decision layer: adjusted for the class prior, then temperature-scaled."""
         return (logits + self.logit_offset) / self.temperature
@@ -230,14 +234,3 @@ def build_net(config: NetConfig, vocab_size: int, num_classes: int,
                               config.ngram_max,
                               getattr(config, "evidence_hidden", 0))
     return CharRNN(config, vocab_size, num_classes, parts)
-
-
-def net_from_checkpoint(checkpoint: dict) -> CharRNN:
-    """The network a checkpoint describes, with its weights."""
-    hp = checkpoint["hyper_parameters"]
-    transfer = TransferShape(**hp["transfer"]) if hp.get("transfer") else None
-    net = build_net(from_plain(ModelConfig, hp["config"]), len(hp["vocab"]), len(hp["labels"]), transfer)
-    prefix = "net."
-    net.load_state_dict({k[len(prefix):]: v for k, v in checkpoint.get("state_dict", {}).items()
-                         if k.startswith(prefix)})
-    return net

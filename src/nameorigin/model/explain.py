@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from nameorigin.base.errors import UserError
 from nameorigin.model.charrnn import batch_tokens
+from nameorigin.model.ensemble import Ensemble
 from nameorigin.model.loops import autograd_loop
 from nameorigin.model.ngram import ngram_ids
 
@@ -91,9 +92,11 @@ def centred(logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def explain_batch(net, tokens: torch.Tensor, lengths: torch.Tensor, label: torch.Tensor | None = None) -> Explained:
-    """Contributions to each name's label (default: its top prediction) in an eval-mode CharRNN."""
+    """Contributions to each name's label (default: its top prediction) in an eval-mode CharRNN or Ensemble."""
     if not explainable(net):
         raise UserError(NOT_TWO_WAY)
+    if isinstance(net, Ensemble):
+        return explain_ensemble(net, tokens, lengths, label)
     served = net(tokens, lengths)  # decided logits, through the serving loop
     label = served.argmax(-1) if label is None else label.to(tokens.device)
     scale = 1.0 / net.temperature
@@ -122,6 +125,27 @@ def explain_batch(net, tokens: torch.Tensor, lengths: torch.Tensor, label: torch
     total = total + (ngrams.sum(1) if ngrams is not None else 0) + (evidence if evidence is not None else 0)
     score = centred(served, label)
     return Explained(label, score, baseline, characters, ngrams, windows, evidence, score - total)
+
+
+def explain_ensemble(net: Ensemble, tokens: torch.Tensor, lengths: torch.Tensor,
+                     label: torch.Tensor | None) -> Explained:
+    """The members' explanations of the ensemble's label, averaged (the ensemble's raw logits are their mean; their
+    own decision layers are neutral), then through the ensemble's decision layer."""
+    served = net(tokens, lengths)
+    label = served.argmax(-1) if label is None else label.to(tokens.device)
+    each = [explain_batch(member, tokens, lengths, label) for member in net.members]
+    scale = 1.0 / net.temperature
+
+    def mean(field: str) -> torch.Tensor | None:
+        parts = [getattr(explained, field) for explained in each]
+        return None if parts[0] is None else torch.stack(parts).mean(0) * scale
+
+    baseline = mean("baseline") + centred(net.logit_offset.expand(len(label), -1), label) * scale
+    characters, ngrams, evidence = mean("characters"), mean("ngrams"), mean("evidence")
+    total = baseline + characters.sum(1) + (ngrams.sum(1) if ngrams is not None else 0) + \
+        (evidence if evidence is not None else 0)
+    score = centred(served, label)
+    return Explained(label, score, baseline, characters, ngrams, each[0].ngram_windows, evidence, score - total)
 
 
 def ngram_text(name: str, n: int, start: int) -> str:

@@ -24,6 +24,7 @@ from nameorigin.base.atomic import write_atomically, write_bytes_synced
 from nameorigin.base.textnorm import MAX_NAME_LENGTH  # the longest name the Predictor passes
 from nameorigin.model.artifacts import EXPORT_FORMAT
 from nameorigin.model.charrnn import CharRNN
+from nameorigin.model.ensemble import Ensemble
 
 # torch 2.13's exporter builds pytree LeafSpecs it has itself deprecated: nothing a user can act on.
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
@@ -71,6 +72,26 @@ class ExportableCharRNN(nn.Module):
         return per_step.transpose(0, 1) if every_step else h
 
 
+class ExportableEnsemble(nn.Module):
+    """Ensemble's eval-mode forward: each member as ExportableCharRNN (its decision layer neutral: raw logits), their
+    mean, then the ensemble's decision layer."""
+
+    def __init__(self, net: Ensemble):
+        super().__init__()
+        self.members = nn.ModuleList(ExportableCharRNN(member) for member in net.eval().members)
+        # The decision layer's buffers alone: the members must not be reachable twice in the module tree.
+        self.register_buffer("logit_offset", net.logit_offset.detach().clone())
+        self.register_buffer("temperature", net.temperature.detach().clone())
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        logits = torch.stack([member(tokens, lengths) for member in self.members]).mean(0)
+        return (logits + self.logit_offset) / self.temperature
+
+
+def exportable(net: CharRNN | Ensemble) -> nn.Module:
+    return ExportableEnsemble(net) if isinstance(net, Ensemble) else ExportableCharRNN(net)
+
+
 def example_inputs() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor([[2, 3, 4], [5, 6, 0]]), torch.tensor([3, 2])
 
@@ -97,7 +118,7 @@ def export_model(predictor: Any, stem: str | Path, formats: tuple[str, ...] = FO
     stem = Path(stem)
     if "onnx" in formats and (reason := onnx_limitation(predictor.net)):
         raise ValueError(f"cannot write ONNX for this model: {reason}")
-    module = ExportableCharRNN(predictor.net.cpu()).eval()
+    module = exportable(predictor.net.cpu()).eval()
     program = torch.export.export(module, example_inputs(), dynamic_shapes=dynamic_shapes())
     writers = {}
     if "pt2" in formats:

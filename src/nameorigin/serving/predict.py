@@ -22,7 +22,8 @@ from nameorigin.base.extras import missing_extra
 from nameorigin.base.textnorm import MAX_NAME_LENGTH, UNK, encode_names, normalize_name
 from nameorigin.model.artifacts import REFIT_FILE, Calibration, ServingMeta
 from nameorigin.model.calibration import level_key, prediction_sets
-from nameorigin.model.charrnn import CharRNN, batch_tokens, net_from_checkpoint
+from nameorigin.model.charrnn import CharRNN, batch_tokens
+from nameorigin.model.ensemble import Ensemble, net_from_checkpoint
 from nameorigin.model.explain import NameExplanation, explain_names
 from nameorigin.model.novelty import CharTrigrams
 from nameorigin.serving.abstain import UNUSABLE, Verdicts, abstentions
@@ -168,13 +169,13 @@ class Predictor:
     @property
     def explains(self) -> bool:
         """Whether it can say why (explain): it reads the model's own layers, which an exported program hides."""
-        return isinstance(self.net, CharRNN)
+        return isinstance(self.net, CharRNN | Ensemble)
 
     @property
     def runs_own_loop(self) -> bool:
         """Whether its forward is the in-place inference loop (nameorigin.model.bptt.final_state), which alone can
         take its products in another precision: a one-layer .ckpt, not an exported program."""
-        return isinstance(self.net, CharRNN) and len(self.net.layer_names) == 1
+        return isinstance(self.net, CharRNN | Ensemble) and len(self.net.layer_names) == 1
 
     def output_options(self, options: PredictOptions) -> OutputOptions:
         """The shape of the answers to `options`: what decides the columns and fields of every output."""

@@ -19,6 +19,7 @@ from nameorigin.training.card_parts import (
     LARGE_TABLE,
     LIMITS,
     TABLE_LIMITS,
+    ensemble_lines,
     fitted_on_lines,
     folder_source,
     label_source,
@@ -98,6 +99,7 @@ def model_section(run: Run) -> list[str]:
               if transfer.get("known_names") else "") + "."]
           if model["init_from"] else []),
         *transfer_lines(run.metrics),
+        *ensemble_lines(run.metrics),
         *([f"- Two parts: the n-gram head fitted alone as an L2-regularized linear model, and the network (the "
            f"recurrent cell with its own n-gram head), mixed at the weight validation picked; "
            f"{linear_part.describe(run.checkpoint['linear_part'])}"

@@ -12,6 +12,7 @@ from pytorch_lightning.loggers import TensorBoardLogger
 from nameorigin.model.artifacts import Calibration
 from nameorigin.model.calibration import reliability
 from nameorigin.model.charrnn import SHARED_WEIGHTS
+from nameorigin.model.ensemble import named_members
 from nameorigin.model.explain import explain_names, explainable
 from nameorigin.model.label_report import REPORT_LEVEL
 from nameorigin.training.callbacks import tensorboard_writer
@@ -102,7 +103,7 @@ class Dashboard(Callback):
         figure_to_writer(writer, "calibration/reliability_test", reliability_figure(curves, "test reliability"), step)
 
     def _projector(self, writer: Any, pl_module: pl.LightningModule, step: int) -> None:
-        net = pl_module.net
+        _, net = named_members(pl_module.net)[0]  # an ensemble's first network
         # With one-hot input each character's embedding is its column of the input weights.
         vectors = net.embedding.weight if net.embedding is not None else net.cell.weight_ih.t()
         vocab = [repr(c) if c.isspace() or not c else c for c in pl_module.hparams.vocab]

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from nameorigin.base.checkpoint_io import load_checkpoint
+from nameorigin.model.ensemble import named_members
 from nameorigin.model.ngram import ngram_ids
 from nameorigin.training.checkpointing import update_checkpoint
 from nameorigin.training.margin import has_pairs, logits_in_order
@@ -228,13 +229,16 @@ def mix_best(model: Any, datamodule: Any, path: str) -> dict[str, Any] | None:
     network_weight, accuracy = pick_mix(logits_in_order(net, val, decided=False) + offset,
                                         linear_logits(part, val, len(datamodule.vocab), config.ngram_max) + offset,
                                         val.targets)
-    mix_into(net, part, network_weight)
+    for _, member in named_members(net):  # an ensemble's mean logits mix as each member's do
+        mix_into(member, part, network_weight)
     mixture = Mixture(network_weight, part.penalty, accuracy).plain()
     mixture["linear_fit"] = part.summary()
 
     def store(checkpoint: dict) -> None:
-        for key in ("head.weight", "head.bias", "ngram.weight"):
-            checkpoint["state_dict"][f"net.{key}"] = net.state_dict()[key].clone()
+        state = net.state_dict()
+        for prefix, _ in named_members(net):
+            for key in (f"{prefix}head.weight", f"{prefix}head.bias", f"{prefix}ngram.weight"):
+                checkpoint["state_dict"][f"net.{key}"] = state[key].clone()
         checkpoint["linear_part"] = mixture
 
     update_checkpoint(path, store)

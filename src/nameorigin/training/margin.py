@@ -69,11 +69,11 @@ def macro_f1(truth: list[str], predicted: list[str]) -> float:
 def logits_in_order(net: Any, dataset: Any, decided: bool = True, batch_size: int = 1024) -> torch.Tensor:
     """The network's logits (decided, or before the decision layer) for every row of a split, in its own order."""
     net.eval()
-    device, parts = net.head.weight.device, []
+    device, parts = next(net.parameters()).device, []
     for start in range(0, len(dataset), batch_size):
         _, tokens, lengths = dataset.rows(list(range(start, min(start + batch_size, len(dataset)))))
         tokens, lengths = tokens.to(device), lengths.to(device)
-        logits = net.readout(net.encode(tokens, lengths), tokens, lengths)
+        logits = net.raw_logits(tokens, lengths)
         parts.append((net.decide(logits) if decided else logits).float().cpu())
     return torch.cat(parts)
 

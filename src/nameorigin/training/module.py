@@ -22,7 +22,7 @@ from nameorigin.config import ModelConfig, TransferShape, from_plain, plain
 from nameorigin.data.batching import Batch, OneLengthRows
 from nameorigin.model.artifacts import CHECKPOINT_FORMAT, Calibration
 from nameorigin.model.calibration import expected_calibration_error, level_key, prediction_sets, share_calibration_error
-from nameorigin.model.charrnn import build_net
+from nameorigin.model.ensemble import build_served_net
 from nameorigin.model.label_report import REPORT_LEVEL, label_report, served_and_compared
 from nameorigin.model.novelty import CharTrigrams, ood_score
 from nameorigin.training.graphed import GraphedSteps, device_rows, fast_optimizer
@@ -31,11 +31,12 @@ from nameorigin.training.graphed import GraphedSteps, device_rows, fast_optimize
 class NameClassifier(pl.LightningModule):
     """The model config (nameorigin.config.ModelConfig), the vocabulary and the labels go into the checkpoint as
     plain Python types, so the checkpoint alone rebuilds the model and loads with `torch.load(weights_only=True)`.
-    `transfer` is what a pretrained checkpoint adds when fine-tuning (nameorigin.training.transfer)."""
+    `transfer` is what a pretrained checkpoint adds when fine-tuning (nameorigin.training.transfer); `members` > 1:
+    an ensemble of that many networks, assembled from trained ones (nameorigin.training.ensemble), never trained."""
 
     def __init__(self, config: ModelConfig | dict, vocab: Sequence[str], labels: Sequence[str],
                  class_prior: Sequence[float] | None = None, label_names: Sequence[str] | None = None,
-                 transfer: TransferShape | dict | None = None):
+                 transfer: TransferShape | dict | None = None, members: int = 1):
         super().__init__()
         config = config if isinstance(config, ModelConfig) else from_plain(ModelConfig, config)
         transfer = TransferShape(**transfer) if isinstance(transfer, dict) else transfer
@@ -55,8 +56,9 @@ class NameClassifier(pl.LightningModule):
         self.save_hyperparameters({"config": plain(config), "vocab": vocab, "labels": labels,
                                    "class_prior": class_prior,
                                    "label_names": None if label_names is None else [str(n) for n in label_names],
-                                   "transfer": plain(transfer) if transfer else None})
-        self.net = build_net(config, len(vocab), len(labels), transfer)
+                                   "transfer": plain(transfer) if transfer else None,
+                                   **({"members": int(members)} if members > 1 else {})})
+        self.net = build_served_net(config, len(vocab), len(labels), transfer, members)
         if config.logit_adjustment:  # post-hoc logit adjustment (Menon et al. 2021): rare languages get a fairer share
             offset = [-config.logit_adjustment * math.log(p) for p in class_prior]
             self.net.logit_offset.copy_(torch.tensor(offset) - sum(offset) / len(offset))

@@ -19,10 +19,11 @@ from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig, TransferUse, check_run
 from nameorigin.model.artifacts import REFIT_FILE, Calibration
 from nameorigin.model.cells import check_cell
-from nameorigin.training import graphed, linear_part, refit, search, sizing, transfer
+from nameorigin.training import ensemble, graphed, linear_part, refit, search, sizing, transfer
 from nameorigin.training.calibration_step import calibrate_checkpoint
 from nameorigin.training.callbacks import GradAccumulationLogger
 from nameorigin.training.card import write_model_card
+from nameorigin.training.card_parts import ensemble_summary
 from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
 from nameorigin.training.instantiate import build, instantiate_all, instantiation_error
 from nameorigin.training.margin import has_pairs, margin_line, margin_metrics, measure_margin
@@ -53,7 +54,7 @@ def typed_settings(cfg: DictConfig) -> ModelConfig:
     turned into its dataclass, which checks its ranges and rules (__post_init__): all before anything is built or
     read. Returns the model's config."""
     check_run(cfg)
-    for group in ("data", "calibration", "refit", "card", "search", "transfer"):
+    for group in ("data", "calibration", "refit", "card", "search", "transfer", "ensemble"):
         OmegaConf.to_object(cfg[group])
     model_config = OmegaConf.to_object(cfg.model)
     check_cell(model_config)
@@ -81,6 +82,7 @@ class Fitted:
 def train(cfg: DictConfig) -> dict[str, float]:
     """Train (the plain model, and the transferred one when a starting point is there: validation picks), then
     test the chosen model. Returns the final metrics (callback_metrics as floats)."""
+    ensemble.check(cfg)
     transferred_cfg = transfer.candidate_config(cfg)
     fitted = []
     if transferred_cfg is None or cfg.transfer.use != TransferUse.always:
@@ -88,6 +90,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if transferred_cfg is not None:
         fitted.append(fit_candidate(transferred_cfg))
     run, figures = transfer.choose(fitted) if len(fitted) > 1 else (fitted[0], {})
+    if cfg.ensemble.members > 1:
+        run, assembled = ensemble.assemble(run, cfg, fit_candidate)
+        figures.update(assembled)
     trainer, model, datamodule, best = run.trainer, run.model, run.datamodule, run.best
     metrics = {**run.metrics, **figures}
     final = finish_model(run.cfg, trainer, model, datamodule, best, run.pretrained, run.loggers)
@@ -327,6 +332,8 @@ def report(metrics: dict[str, Any], output_dir: Path, margin: dict | None = None
         kept = "the model from the surnames starting point" if metrics["transfer/chosen"] else "the plain model"
         lines.append(f"  transfer         validation kept {kept} ({metrics['transfer/val_acc_transferred']:.4f} "
                      f"from the starting point, {metrics['transfer/val_acc_plain']:.4f} plain)")
+    if "ensemble/members" in metrics:
+        lines.append(f"  ensemble         {ensemble_summary(metrics)}")
     if best:
         picked = "  (trained on train, picked on validation)" if final != best else ""
         lines.append(f"  best checkpoint  {best}{picked}")
