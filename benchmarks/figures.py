@@ -329,12 +329,32 @@ def ema() -> str:
     return "\n".join(rows) + "\n"
 
 
+def ensemble() -> str:
+    one, many = recorded("default_run"), recorded("ensemble")
+    metrics = many["figures"]["metrics"]
+    tried = sorted((int(key.rsplit("_", 1)[1]), value) for key, value in metrics.items()
+                   if key.startswith("ensemble/val_acc_"))
+    served = int(metrics["ensemble/members"])
+    rows = ["| split seed 0, the default path | networks served | val acc | test acc | test macro-F1 | margin over the "
+            "n-gram LR | whole run |", "|---|---|---|---|---|---|---|"]
+    for run, what, size, val in ((one, "`python train.py`", 1, tried[0][1]),
+                                 (many, "`python train.py ensemble.members=3`", served, tried[served - 1][1])):
+        figures, margin = run["figures"]["metrics"], run["figures"]["margin"]
+        rows.append(f"| {what} | {size} | {val:.4f} | {figures['test/acc']:.4f} | {figures['test/macro_f1']:.4f} | "
+                    f"{points(100 * margin['margin'])} {interval([100 * x for x in margin['interval']])} | "
+                    f"{run['seconds']:.0f} s |")
+    return ("\n".join(rows) + f"\n\nValidation accuracy of the first {', '.join(str(k) for k, _ in tried)} networks: "
+            f"{', '.join(f'{value:.4f}' for _, value in tried)}; {served} served "
+            "(`python -m benchmarks.record ensemble -- python train.py ensemble.members=3 "
+            "callbacks.progress_bar=null`).\n")
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "default_run": default_run, "headline": headline, "nine_runs": nine_runs, "seeds": seeds,
     "finetune": finetune, "gender": gender, "nana": nana, "nana_at_k": nana_at_k, "nana_bars": nana_bars,
     "score_scale": score_scale, "audit": audit, "composition": composition, "gradient_check": gradient_check,
     "set_kinds": set_kinds, "h200": h200, "serve_load": serve_load, "ray": ray, "pretrain": pretrain,
-    "transfer_default": transfer_default, "transfer_tables": transfer_tables, "ema": ema}
+    "transfer_default": transfer_default, "transfer_tables": transfer_tables, "ema": ema, "ensemble": ensemble}
 
 
 def show(name: str, *args: str) -> None:

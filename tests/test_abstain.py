@@ -139,8 +139,9 @@ def test_a_table_gets_one_estimated_prior_for_all_its_rows(trained, tmp_path):
     result = run_in_process([PREDICT, checkpoint, "--file", str(table), "--column", "surname", "--prior", "estimate",
                          "--no-abstain"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    whole = predictor.predict(names[:-1], top_k=1, abstain=False, prior="estimate")  # "NaN" would be a name here
-    expected = sorted(zip(predictor.labels, predictor.estimated_prior.tolist(), strict=True), key=lambda x: -x[1])
+    found = predictor.answer(names[:-1], top_k=1, abstain=False, prior="estimate")  # "NaN" would be a name here
+    expected = sorted(zip(predictor.labels, found.estimated_prior.tolist(), strict=True), key=lambda x: -x[1])
+    whole = found.predictions()
     assert result.stderr.strip().splitlines()[-1] == "estimated prior: " + ", ".join(
         f"{label} {share:.3f}" for label, share in expected)
     rows = result.stdout.splitlines()[1:]

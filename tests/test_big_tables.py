@@ -108,15 +108,14 @@ def test_estimated_prior_weighs_each_name_by_its_rows(checkpoint, trained, tmp_p
     source = write_parquet(tmp_path / "people.parquet", cells)
     priors = {}
     for distinct in (True, False):
-        predictor = Predictor.load(checkpoint)
-        predict_table(predictor, source, "surname", tmp_path / f"out_{distinct}.csv", distinct=distinct,
-                      prior="estimate", abstain=False)
-        priors[distinct] = predictor.estimated_prior
+        summary = predict_table(Predictor.load(checkpoint), source, "surname", tmp_path / f"out_{distinct}.csv",
+                                distinct=distinct, prior="estimate", abstain=False)
+        priors[distinct] = summary.estimated_prior
     np.testing.assert_allclose(priors[True].numpy(), priors[False].numpy(), atol=1e-6)
     # Not the mix of the distinct names counted once each: the weights matter on a Zipf table.
-    predictor = Predictor.load(checkpoint)
-    predictor.estimate_prior(sorted({c.strip() for c in cells if c and c.strip() and len(c) < 64}))
-    assert np.abs(predictor.estimated_prior.numpy() - priors[True].numpy()).max() > 0.01
+    once_each = Predictor.load(checkpoint).estimate_prior(sorted({c.strip() for c in cells if c and c.strip()
+                                                                  and len(c) < 64}))
+    assert np.abs(once_each.numpy() - priors[True].numpy()).max() > 0.01
 
 
 def test_command_reads_parquet_writes_tsv_and_says_how_many_names_it_scored(checkpoint, tmp_path, capsys):

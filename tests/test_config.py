@@ -196,7 +196,7 @@ def test_multirun_sweeps_every_cell_into_one_sweep_folder_each_with_its_gradient
     """One job per cell of the registry: each trains, and its dashboard's split of the shared weights' gradient
     by timestep adds up to `.grad`."""
     corpus = write_corpus(tmp_path / "names")
-    every_cell = [cell.value for cell in CELLS]
+    every_cell = list(CELLS)
     result = train(tmp_path, "-m", f"model.cell={','.join(every_cell)}", f"data.root={corpus}", *TINY,
                    "trainer.max_epochs=1", "test=false", timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -68,13 +68,9 @@ def machine_paths(root: Path) -> list[str]:
 
 
 def subcommands(root: Path) -> list[str]:
-    """The `nameorigin` subcommands, as the modules of src/nameorigin/cli register them (@app.command)."""
-    found = []
-    for path in sorted((root / "src" / "nameorigin" / "cli").glob("*.py")):
-        for name, function in re.findall(r'^@app\.command\((?:"([\w-]+)")?\)\n(?:@[^\n]*\n)*def (\w+)',
-                                         path.read_text(encoding="utf-8"), re.M):
-            found.append(name or function)
-    return found
+    """The `nameorigin` subcommands, as its registry names them (COMMANDS in src/nameorigin/cli/app.py)."""
+    text = (root / "src" / "nameorigin" / "cli" / "app.py").read_text(encoding="utf-8")
+    return re.findall(r'"([\w-]+)": "nameorigin\.cli\.\w+:\w+"', text)
 
 
 def unexplained_commands(root: Path) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import torch
 from pydantic import ValidationError
 
 from nameorigin.base.errors import UserError
@@ -107,6 +108,27 @@ def restricted(trained):
     names = [line for file in sorted(trained[1].glob("*.txt"))[:4] for line in file.read_text().splitlines()[:5]]
     full = predictor.predict(names, top_k=len(predictor.labels), abstain=False)
     return path, predictor, list(predictor.labels[:2]), names, full
+
+
+def test_options_are_bound_to_a_model_once_and_answers_carry_the_prior_they_estimated(restricted, tmp_path):
+    import json
+
+    from nameorigin.serving.options import BoundOptions
+
+    _, predictor, labels, names, _ = restricted
+    prior_file = tmp_path / "prior.json"
+    prior_file.write_text(json.dumps({label: 1 / len(predictor.labels) for label in predictor.labels}))
+    bound = PredictOptions(top_k=2, prior=str(prior_file)).for_model(predictor)
+    assert isinstance(bound, BoundOptions) and isinstance(bound.prior, torch.Tensor) and bound.threshold is None
+    prior_file.unlink()  # bound: the file is never read again
+    assert bound.for_model(predictor) is bound
+    assert predictor.predict(names, bound) == predictor.predict(names, top_k=2, prior="uniform")
+    with_sets = PredictOptions(coverage=0.9).for_model(predictor)
+    assert with_sets.threshold == predictor.threshold_for(0.9)
+    estimated = predictor.answer(names * 6, PredictOptions(prior="estimate"))  # EM takes 100 names at least
+    assert estimated.estimated_prior.shape == (len(predictor.labels),)
+    assert float(estimated.estimated_prior.sum()) == pytest.approx(1.0, abs=1e-5)
+    assert predictor.answer(names, PredictOptions()).estimated_prior is None
 
 
 def within(answers: list[dict], labels: list[str], full, key: str) -> None:

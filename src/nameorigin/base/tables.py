@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from nameorigin.base.errors import UserError
-from nameorigin.base.formats import format_of, known_suffixes
+from nameorigin.base.formats import FORMATS, format_of, known_suffixes, written_format
 from nameorigin.base.formats.common import Chunk, NewRows, TableFormat
-from nameorigin.base.formats.delimited import Delimited, delimiter_for
+from nameorigin.base.formats.delimited import delimiter_for
 
 # What spreadsheets, pandas and databases write for an empty cell: a missing value, not a name or a label.
 MISSING_MARKERS = frozenset({"NaN", "nan", "NULL", "null", "N/A", "#N/A", "None", "<NA>"})
@@ -48,7 +48,7 @@ class TableReader:
                             f"({', '.join(known_suffixes())})")
         self.format: type[TableFormat] = format_of(self.path)
         # A delimiter is delimited text's; a scored table of another format goes to standard output as CSV.
-        self.delimiter = delimiter_for(self.path, delimiter) if self.format is Delimited else ","
+        self.delimiter = delimiter_for(self.path, delimiter) if self.format is FORMATS["delimited"] else ","
         self.schema: Any = None  # a typed format's column types, where it has them
         self.header = self.format.header(self)
         if not self.header:
@@ -98,7 +98,8 @@ class TableWriter:
     manager: leaving it finishes the file, or stops the writer after an error."""
 
     def __init__(self, target: IO[str] | Path, header: list[str], added: list[str], delimiter: str = ",",
-                 fmt: type[TableFormat] = Delimited, kinds: list[type] | None = None):
+                 fmt: type[TableFormat] | None = None, kinds: list[type] | None = None):
+        fmt = fmt or FORMATS["delimited"]
         self.typed = fmt.typed
         self.writer = fmt.writer(target, header, added, kinds or [str] * len(added), delimiter)
 
@@ -115,10 +116,7 @@ class TableWriter:
 def write_table(path: Path, columns: list[str], kinds: list[type], rows: list[list[Any]], setting: str) -> None:
     """A table made from scratch (no input rows), in the format its suffix names: `rows` of values of `kinds`
     (int, float, bool or str; None for an empty cell). Written in place: wrap it in write_atomically."""
-    if Path(path).suffix.lower() not in known_suffixes():
-        raise UserError(f"{setting} {path}: unknown table suffix {Path(path).suffix or '(none)'!r}: end the name in "
-                        f"{', '.join(known_suffixes())}")
-    fmt = format_of(path)
+    fmt = written_format(path, setting)
     chunk = NewRows(len(rows))
     if fmt.typed:  # pyarrow arrays, one per column, and the format writes its own file
         import pyarrow as pa

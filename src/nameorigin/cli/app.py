@@ -16,16 +16,26 @@ from typing import Annotated, Any
 import typer
 
 from nameorigin.base.errors import UserError
-from nameorigin.serving.options import PredictOptions, option_fields
+from nameorigin.base.registry import Registry
+from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, option_fields
 
 app = typer.Typer(name="nameorigin", add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]},
                   help="Character-level recurrent classifiers of a name's origin: answer, evaluate, explain, export "
                   "and serve the models `python train.py` writes.")
 
-# Subcommand modules, imported when the command runs: each registers its commands on `app`.
-MODULES = ("predict", "evaluate", "composition", "export", "serve", "ray_score", "tables", "compare_runs", "audit")
-NAMES_TOP_K, TABLE_TOP_K = 3, 1  # a list of names shows three labels each; a table's rows the best one
+# The subcommands (nameorigin.base.registry), in the order the help lists them: each a typed function of its module,
+# its flags and help read off its signature.
+COMMANDS = Registry("command", {
+    "predict": "nameorigin.cli.predict:predict", "evaluate": "nameorigin.cli.evaluate:evaluate",
+    "card": "nameorigin.cli.evaluate:card", "composition": "nameorigin.cli.composition:composition",
+    "export": "nameorigin.cli.export:export", "serve": "nameorigin.cli.serve:serve",
+    "ray-score": "nameorigin.cli.ray_score:ray_score", "first-names-table": "nameorigin.cli.tables:first_names_table",
+    "nana-table": "nameorigin.cli.tables:nana_table", "compare-runs": "nameorigin.cli.compare_runs:compare_runs",
+    "audit": "nameorigin.cli.audit:audit",
+})
+# A list of names shows PredictOptions' own top_k each; a table's rows TABLE_OPTIONS' (the best one).
+NAMES_TOP_K, TABLE_TOP_K = PredictOptions().top_k, TABLE_OPTIONS.top_k
 
 
 def option_parameter(field: Any, hint: Any) -> inspect.Parameter:
@@ -76,12 +86,18 @@ def predict_options(settings: dict[str, Any], top_k: int) -> PredictOptions:
     return PredictOptions(**{**settings, "top_k": settings.get("top_k") or top_k})
 
 
+@functools.cache
+def command_line() -> Any:
+    """The `nameorigin` command with every subcommand of COMMANDS on it (made once per process)."""
+    for name, command in COMMANDS.items():
+        app.command(name)(command)
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The console script: the app run without Click's standalone handling, so a usage error is one line too
     (`error: ...` on stderr, exit code 2, raised as SystemExit)."""
-    for module in MODULES:
-        __import__(f"nameorigin.cli.{module}")
-    command = typer.main.get_command(app)
+    command = command_line()
     try:
         result = command.main(args=sys.argv[1:] if argv is None else argv, prog_name="nameorigin",
                               standalone_mode=False)

@@ -7,10 +7,8 @@ from typing import Annotated
 import typer
 
 from nameorigin.analysis.audit import THRESHOLD
-from nameorigin.cli.app import app
 
 
-@app.command()
 def audit(data: Annotated[Path | None, typer.Argument(
               exists=True, help="a folder of <Language>.txt files, or a table (CSV, TSV, Parquet, JSON Lines) with "
               "a name and a label column (default: the shipped corpus)")] = None,
@@ -31,15 +29,12 @@ def audit(data: Annotated[Path | None, typer.Argument(
     `python train.py data.exclude=<out>` trains without them."""
     from nameorigin.analysis.audit import audit as find
     from nameorigin.base.atomic import write_atomically
-    from nameorigin.base.errors import UserError
-    from nameorigin.base.formats import known_suffixes
+    from nameorigin.base.formats import written_format
     from nameorigin.base.tables import write_table
     from nameorigin.config import TableDataConfig
     from nameorigin.data.corpus import read_corpus, shipped_corpus
 
-    if out.suffix.lower() not in known_suffixes():  # before the fit, not after it
-        raise UserError(f"--out {out}: unknown table suffix {out.suffix or '(none)'!r}: end the name in "
-                        f"{', '.join(known_suffixes())}")
+    written_format(out)  # refused before the fit, not after it
     if data is None or data.is_dir():
         pairs = read_corpus(data or shipped_corpus())[0]
     else:

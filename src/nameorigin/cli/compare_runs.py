@@ -16,7 +16,6 @@ from typing import Annotated, Literal
 import typer
 
 from nameorigin.base.errors import UserError
-from nameorigin.cli.app import app
 from nameorigin.model.label_report import wilson
 
 METRICS = ("hp/val_acc_best", "hp/test_acc", "hp/test_macro_f1")
@@ -61,7 +60,6 @@ def run_scores(run: Path) -> dict[str, float]:
     return found
 
 
-@app.command("compare-runs")
 def compare_runs(folder: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="a sweep folder or "
                                                         "outputs/: every run folder below it is listed",
                                                         show_default=False)],

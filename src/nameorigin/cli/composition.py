@@ -6,12 +6,10 @@ from typing import Annotated, Literal
 
 import typer
 
-from nameorigin.cli.app import app
 from nameorigin.cli.predict import Checkpoint, Device, Names, NamesFile, Outputs, model_path, read_names
 from nameorigin.serving.predict import Predictor
 
 
-@app.command()
 def composition(checkpoint: Checkpoint, names: Names = None, file: NamesFile = None,
                 column: Annotated[str | None, typer.Option(help="with --file: the table column holding the "
                                                            "names")] = None,

@@ -9,13 +9,11 @@ import typer
 
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
-from nameorigin.cli.app import app
 from nameorigin.cli.predict import Checkpoint, Device, Outputs, model_path
 from nameorigin.serving.options import BATCH_SIZE
 from nameorigin.serving.predict import EXPORTED_SUFFIXES, Predictor, read_sidecar
 
 
-@app.command()
 def evaluate(checkpoint: Checkpoint,
              data: Annotated[Path | None, typer.Argument(exists=True, help="the folder of <Language>.txt files or "
                                                          "the table the checkpoint trained on (default: the corpus "
@@ -78,7 +76,6 @@ def known_test_names(cache: Path | None) -> set[str] | None:
         raise UserError(f"--known-names: {error}") from None
 
 
-@app.command()
 def card(checkpoint: Checkpoint, outputs: Outputs = Path("outputs")) -> int:
     """Print the model card stored in the run's model (refit.ckpt, or best.ckpt in a run without a refit)."""
     path = model_path(checkpoint, outputs)

@@ -8,11 +8,9 @@ import typer
 
 from nameorigin.base.errors import UserError
 from nameorigin.base.extras import missing_extra
-from nameorigin.cli.app import app
 from nameorigin.cli.predict import Checkpoint, Outputs, model_path
 
 
-@app.command()
 def export(checkpoint: Checkpoint,
            out: Annotated[Path, typer.Option(help="path stem of the files to write: <out>.pt2, <out>.onnx, "
                                              "<out>.json")] = Path("model"),

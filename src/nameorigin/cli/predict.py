@@ -7,11 +7,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import torch
 import typer
 
 from nameorigin.base.errors import UserError
 from nameorigin.base.formats import described
-from nameorigin.cli.app import NAMES_TOP_K, TABLE_TOP_K, app, predict_options, takes_options
+from nameorigin.cli.app import NAMES_TOP_K, TABLE_TOP_K, predict_options, takes_options
 from nameorigin.serving.predict import Prediction, Predictor, newest_checkpoint
 from nameorigin.serving.schema import OutputOptions, as_json, fields_for, text_lines
 
@@ -30,7 +31,6 @@ def model_path(checkpoint: str, outputs: Path) -> str:
     return str(newest_checkpoint(outputs)) if checkpoint == "latest" else checkpoint
 
 
-@app.command()
 @takes_options()
 def predict(checkpoint: Checkpoint, names: Names = None, file: NamesFile = None,
             column: Annotated[str | None, typer.Option(help="with --file: the table column holding the names; every "
@@ -66,10 +66,14 @@ def predict(checkpoint: Checkpoint, names: Names = None, file: NamesFile = None,
 
         summary = predict_table(predictor, file, column, out or sys.stdout, chosen, delimiter)
         print(summary.line() + (f" -> {out}" if out else ""), file=sys.stderr)
+        estimated = summary.estimated_prior
     else:
         chosen = chosen.for_model(predictor)  # refused before the names are read
-        write(predictor.predict(read_names(names, file), chosen), output_format, predictor.output_options(chosen))
-    report_prior(predictor)
+        answers = predictor.answer(read_names(names, file), chosen)
+        write(answers.predictions(predictor.label_names, predictor.label_name), output_format,
+              predictor.output_options(chosen))
+        estimated = answers.estimated_prior
+    report_prior(predictor.labels, estimated)
     return 0
 
 
@@ -122,10 +126,10 @@ def write(predictions: Iterable[Prediction], fmt: str, shape: OutputOptions) -> 
             out.write(f"{shown}\n" + "".join(f"  {line}\n" for line in text_lines(p, shape)))
 
 
-def report_prior(predictor: Predictor) -> None:
+def report_prior(labels: list[str], estimated: torch.Tensor | None) -> None:
     """--prior estimate: the label mix it found, on stderr (the predictions stay on stdout)."""
-    if predictor.estimated_prior is not None:
-        shares = sorted(zip(predictor.labels, predictor.estimated_prior.tolist(), strict=True), key=lambda x: -x[1])
+    if estimated is not None:
+        shares = sorted(zip(labels, estimated.tolist(), strict=True), key=lambda x: -x[1])
         print("estimated prior: " + ", ".join(f"{label} {share:.3f}" for label, share in shares), file=sys.stderr)
 
 

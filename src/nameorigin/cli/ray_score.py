@@ -8,12 +8,11 @@ from typing import Annotated, Any
 import typer
 
 from nameorigin.base.extras import require_extra
-from nameorigin.cli.app import TABLE_TOP_K, app, predict_options, takes_options
+from nameorigin.cli.app import TABLE_TOP_K, predict_options, takes_options
 from nameorigin.serving.progress import wanted
 from nameorigin.serving.ray_data import RAY_BATCH_ROWS, ActorPool, score_dataset
 
 
-@app.command("ray-score")
 @takes_options(("top_k", "coverage", "abstain", "max_set_size", "prior", "labels"))
 def ray_score(model: Annotated[str, typer.Argument(help="a .ckpt, .pt2 or .onnx; on a cluster, a path every worker "
                                                    "can read, or a .ckpt with --ship-model", show_default=False)],

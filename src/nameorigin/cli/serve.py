@@ -11,7 +11,6 @@ from typing import Annotated, Literal
 import typer
 
 from nameorigin.base.extras import missing_extra
-from nameorigin.cli.app import app
 from nameorigin.cli.predict import Outputs, model_path
 from nameorigin.serving.server_settings import (
     BATCH_TIMEOUT,
@@ -26,7 +25,6 @@ from nameorigin.serving.server_settings import (
 MAX_BODY_MB = MAX_BODY_BYTES / 2**20
 
 
-@app.command()
 def serve(model: Annotated[str, typer.Argument(help="a .ckpt written by train.py, a .pt2/.onnx from nameorigin "
                                                "export, or 'latest' for the newest run's model", show_default=False)],
           host: Annotated[Literal["127.0.0.1", "0.0.0.0", "::"], typer.Option(

@@ -10,14 +10,12 @@ from typing import Annotated
 import typer
 
 from nameorigin.base.errors import UserError
-from nameorigin.cli.app import app
 
 FIRST_NAMES_OUT, NANA_OUT = Path("data/first_names/gender.csv"), Path("data/nana/nana.csv")
 OutTable = Annotated[Path, typer.Option(dir_okay=False, help="the CSV to write; its counts and decisions go beside "
                                         "it as .json")]
 
 
-@app.command("first-names-table")
 def first_names_table(out: OutTable = FIRST_NAMES_OUT) -> int:
     """names-dataset's first names as a table of gender shares (name,F,M), for experiment=first_name_gender."""
     from nameorigin.data.first_names import convert_first_names
@@ -28,7 +26,6 @@ def first_names_table(out: OutTable = FIRST_NAMES_OUT) -> int:
     return 0
 
 
-@app.command("nana-table")
 def nana_table(wheel: Annotated[Path | None, typer.Option(exists=True, dir_okay=False, help="name2nat's wheel "
                                                           "(name2nat-0.5.1-py3-none-any.whl), already "
                                                           "downloaded")] = None,

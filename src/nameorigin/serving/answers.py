@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from nameorigin.model.explain import NameExplanation
 from nameorigin.serving.abstain import UNUSABLE
@@ -58,6 +59,7 @@ class Answers:
     reason: np.ndarray
     prediction_set: np.ndarray
     explanation: np.ndarray
+    estimated_prior: torch.Tensor | None = None  # prior="estimate": the label mix found in these names
 
     @property
     def abstained(self) -> np.ndarray:

@@ -96,23 +96,35 @@ class PredictOptions:
     def estimates_prior(self) -> bool:
         return isinstance(self.prior, str) and self.prior == ESTIMATE
 
-    def for_model(self, predictor: Predictor) -> PredictOptions:
-        """These options checked against `predictor`, with a named prior read into a tensor in its label order
-        ("estimate" stays: it comes from the names)."""
+    def for_model(self, predictor: Predictor) -> BoundOptions:
+        """These options checked against `predictor`, once: the coverage level's threshold(s) read, a named prior
+        read into a tensor in its label order ("estimate" stays: it comes from the names). Entry points bind once
+        and pass the bound options on; binding them again returns them as they are."""
+        if isinstance(self, BoundOptions):
+            return self
         if self.explain and not predictor.explains:
             raise UserError("explain reads the model's own layers: pass the .ckpt, not an exported program")
         if self.precision != "float32" and not predictor.runs_own_loop:
             raise UserError(f"precision {self.precision} runs in the checkpoint's own single-layer loop: score with "
                             "a one-layer .ckpt, or drop precision")
-        if self.coverage is not None:
-            predictor.threshold_for(self.coverage)
+        threshold = None if self.coverage is None else predictor.threshold_for(self.coverage)
         unknown = [label for label in self.labels or () if label not in predictor.labels]
         if unknown:
             raise UserError(f"labels: {', '.join(unknown)} not a label of this model; its labels are "
                             f"{', '.join(predictor.labels)}")
-        if self.prior is None or self.estimates_prior or isinstance(self.prior, torch.Tensor):
-            return self
-        return replace(self, prior=read_prior(self.prior, predictor.labels))
+        prior = self.prior
+        if not (prior is None or self.estimates_prior or isinstance(prior, torch.Tensor)):
+            prior = read_prior(prior, predictor.labels)
+        values = {f.name: getattr(self, f.name) for f in fields(PredictOptions)}
+        return BoundOptions(**{**values, "prior": prior}, threshold=threshold)
+
+
+@dataclass(frozen=True)
+class BoundOptions(PredictOptions):
+    """PredictOptions checked against one model (PredictOptions.for_model), with what that check read: the
+    coverage level's threshold(s) (one per label for class-conditional sets)."""
+
+    threshold: float | list[float] | None = None
 
 
 TABLE_OPTIONS = PredictOptions(top_k=1)  # a table's rows: the best label per row unless asked for more

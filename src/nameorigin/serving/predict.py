@@ -60,7 +60,6 @@ class Predictor:
         self.trained_prior = torch.tensor(measured, dtype=torch.float) if measured else self.training_shares
         self.abstention = self.calibration.abstention  # the rule fitted on held-out names, or None
         self.novelty = CharTrigrams.from_state(self.abstention.novelty) if self.abstention else None
-        self.estimated_prior: torch.Tensor | None = None  # set by predict(prior="estimate")
         self.device = torch.device(resolve_device(device))
         self.net.to(self.device)
 
@@ -191,8 +190,8 @@ class Predictor:
 
     def answer(self, names: Iterable[str], options: PredictOptions | None = None, **settings: Any) -> Answers:
         """predict()'s answers as columns (nameorigin.serving.answers): no Python object per name."""
-        options = options_of(options, settings).for_model(self)
-        threshold = None if options.coverage is None else self.threshold_for(options.coverage)
+        options = options_of(options, settings).for_model(self)  # bound options pass as they are
+        threshold = options.threshold
         names = list(names)
         tokens, lengths, error_list = self.encode_many(names)
         errors = np.array([*error_list, None], dtype=object)[:-1]
@@ -202,8 +201,13 @@ class Predictor:
         abstain = options.abstain and any_good and bool(self.abstention)
         energy = torch.empty(len(answered)) if abstain else None
         probs = self.probabilities(good, options.batch_size, energy, options.precision)
+        prior = estimated = None
         if options.prior is not None and (any_good or options.estimates_prior):
-            probs = self.reweighted(probs, options.prior)
+            prior = options.prior
+            if options.estimates_prior:  # from these very names
+                check_estimable(len(probs))
+                prior = estimated = estimate_prior(probs, self.trained_prior)
+            probs = reweight(probs, self.trained_prior, prior)
         why = None
         if options.explain and any_good:
             codes = [row[:n].tolist() for row, n in zip(good[0], good[1].tolist(), strict=True)]
@@ -224,7 +228,7 @@ class Predictor:
         unusable = np.flatnonzero(np.not_equal(errors, None))
         reason_code[unusable], reason[unusable] = UNUSABLE, errors[unusable]
         return Answers(names, self.labels, errors, top_index, top_probability, reason_code, reason,
-                       scattered(len(names), answered, sets), scattered(len(names), answered, why))
+                       scattered(len(names), answered, sets), scattered(len(names), answered, why), estimated)
 
     def restricted(self, probs: torch.Tensor, labels: Sequence[str]) -> torch.Tensor:
         """The probabilities over `labels` alone, renormalized: p(y | x, y in labels)."""
@@ -232,13 +236,6 @@ class Predictor:
         keep[[self.labels.index(label) for label in labels]] = True
         kept = probs * keep
         return kept / kept.sum(-1, keepdim=True).clamp_min(1e-30)
-
-    def reweighted(self, probs: torch.Tensor, prior: str | torch.Tensor) -> torch.Tensor:
-        """`prior`: a tensor in label order, or "estimate" (from these very names)."""
-        if isinstance(prior, str):
-            check_estimable(len(probs))
-            prior = self.estimated_prior = estimate_prior(probs, self.trained_prior)
-        return reweight(probs, self.trained_prior, prior)
 
     def estimate_prior(self, names: Iterable[str], batch_size: int = BATCH_SIZE, chunk: int = 65536,
                        counts: Sequence[int] | None = None) -> torch.Tensor:
@@ -257,8 +254,7 @@ class Predictor:
         probs = torch.cat(parts) if parts else torch.empty(0, len(self.labels))
         weight = torch.cat(weights) if weights else torch.empty(0, dtype=torch.float64)
         check_estimable(int(weight.sum()))
-        self.estimated_prior = estimate_prior(probs, self.trained_prior, counts=weight)
-        return self.estimated_prior
+        return estimate_prior(probs, self.trained_prior, counts=weight)
 
     def explain(self, names: Iterable[str], batch_size: int = BATCH_SIZE) -> list[Prediction]:
         """The top label of each name and why: its contributions (nameorigin.model.explain)."""

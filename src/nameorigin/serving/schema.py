@@ -33,7 +33,7 @@ class ExplanationPart(TypedDict):
 class OutputOptions:
     """What the caller asked for, which decides the columns: a table's header is known before any answer."""
 
-    top_k: int = 1
+    top_k: int
     coverage: float | None = None
     explain: bool = False
     label_name: str = "language"

@@ -138,9 +138,10 @@ class NameAPI(ls.LitAPI):
             groups.setdefault(request.batch_key(position), []).append(position)
         answers: list[dict[str, Any]] = [{}] * len(requests)
         for members in groups.values():
-            options = requests[members[0]].options()
+            options = requests[members[0]].options().for_model(self.predictor)
             names = [name for position in members for name in requests[position].names]
-            predictions = self.predictor.predict(names, options)
+            found = self.predictor.answer(names, options)
+            predictions = found.predictions(self.predictor.label_names, self.predictor.label_name)
             shape = self.predictor.output_options(options)
             start = 0
             for position in members:
@@ -148,7 +149,7 @@ class NameAPI(ls.LitAPI):
                 answers[position] = {"predictions": [as_json(p, shape) for p in predictions[start:start + count]]}
                 if options.estimates_prior:
                     answers[position]["estimated_prior"] = dict(zip(
-                        self.predictor.labels, (round(share, 6) for share in self.predictor.estimated_prior.tolist()),
+                        self.predictor.labels, (round(share, 6) for share in found.estimated_prior.tolist()),
                         strict=True))
                 start += count
         return answers

@@ -13,20 +13,23 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
 from nameorigin.base.atomic import write_atomically
-from nameorigin.base.formats import output_format
+from nameorigin.base.formats import FORMATS, output_format
 from nameorigin.base.formats.common import Chunk
-from nameorigin.base.formats.delimited import Delimited, delimiter_for
+from nameorigin.base.formats.delimited import delimiter_for
 from nameorigin.base.tables import TableReader, TableWriter
 from nameorigin.serving.distinct import DistinctNames, cell_key, score, tagged_keys, untag
 from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.progress import Progress
 from nameorigin.serving.schema import answer_columns, column_kinds, table_cells, table_columns
+
+if TYPE_CHECKING:
+    import torch
 
 CHUNK_ROWS = 16_384  # rows of a delimited file read, scored and written at a time
 
@@ -36,6 +39,7 @@ class TableSummary:
     rows: int  # data rows written
     names: int  # distinct usable names the model scored
     unusable: int  # rows without a usable name (blank, a missing-value marker, too long, no known character)
+    estimated_prior: torch.Tensor | None = None  # prior="estimate": the label mix found in every row
 
     def line(self) -> str:
         return (f"scored {self.names:,} distinct names for {self.rows:,} rows "
@@ -190,14 +194,16 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: IO
     on its own: the slow reference the grouping is checked against."""
     reader = TableReader(source, "--file", delimiter)
     reader.require_text(column, f"--column {column}")
-    out_format = output_format(out, source) if isinstance(out, str | Path) else Delimited
+    out_format = output_format(out, source) if isinstance(out, str | Path) else FORMATS["delimited"]
     options = options_of(options, settings, TABLE_OPTIONS).for_model(predictor)  # fails before any output
+    estimated = None
     if options.estimates_prior:  # one mix, from every row
         counted: Counter = Counter()
         for chunk in reader.chunks([column]):
             counted.update(chunk.cells(column))
         groups = DistinctNames.group(list(counted), list(counted.values()), predictor.normalize)
-        options = replace(options, prior=groups.estimate_prior(predictor, options.batch_size))
+        estimated = groups.estimate_prior(predictor, options.batch_size)
+        options = replace(options, prior=estimated)
     book = AnswerBook(predictor, options, out_format.typed, distinct)
     shape = book.shape
     if reader.format.columnar and distinct:
@@ -229,4 +235,4 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: IO
         write_atomically(out, into_file)
     else:
         write(out)
-    return TableSummary(rows, book.names, unusable)
+    return TableSummary(rows, book.names, unusable, estimated)

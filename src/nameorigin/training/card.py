@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from nameorigin.base.atomic import write_atomically
-from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.data.batching import is_refit
 from nameorigin.model.artifacts import Calibration
 from nameorigin.model.label_report import report_table, weakest_line
@@ -31,7 +30,6 @@ from nameorigin.training.card_parts import (
     set_rows,
     transfer_lines,
 )
-from nameorigin.training.checkpointing import update_checkpoint
 from nameorigin.training.margin import margin_line
 
 
@@ -251,14 +249,13 @@ def render(checkpoint: dict, metrics: dict[str, Any], manifest: dict, command: s
     return "\n".join(line for section in sections for line in section)
 
 
-def write_model_card(output_dir: Path, checkpoint_path: str | Path, metrics: dict[str, Any],
-                     picks: list | None = None, label_rows: list[dict] | None = None) -> Path:
-    """Render the card from the checkpoint and the run's metrics; write MODEL_CARD.md and embed it."""
-    checkpoint = load_checkpoint(checkpoint_path)
+def write_model_card(output_dir: Path, checkpoint: dict, metrics: dict[str, Any], picks: list | None = None,
+                     label_rows: list[dict] | None = None) -> str:
+    """Render the card from the served checkpoint (as it will be written) and the run's metrics; write
+    MODEL_CARD.md and return its text, which the checkpoint embeds."""
     manifest_path = Path(output_dir) / "split.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     text = render(checkpoint, metrics, manifest, reproduce_command(), picks, label_rows)
     path = Path(output_dir) / "MODEL_CARD.md"
     write_atomically(path, lambda p: p.write_text(text, encoding="utf-8"))
-    update_checkpoint(checkpoint_path, lambda ckpt: ckpt.__setitem__("model_card", text))
-    return path
+    return text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import random
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,6 @@ from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import Callback
 
 from nameorigin.base.atomic import write_atomically, write_bytes_synced
-from nameorigin.base.checkpoint_io import load_checkpoint
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -27,12 +26,28 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         write_atomically(path, write_bytes_synced(buffer.getbuffer()))
 
 
-def update_checkpoint(path: str | Path, update: Callable[[dict[str, Any]], None]) -> None:
-    """Load a checkpoint (weights-only), let `update` change it, and write it back atomically."""
-    path = Path(path)
-    checkpoint = load_checkpoint(path)
-    update(checkpoint)
-    AtomicCheckpointIO().save_checkpoint(checkpoint, path)
+@dataclass
+class Served:
+    """A checkpoint the run serves (best.ckpt, or the refit's refit.ckpt): where it is written, the model whose
+    weights it holds (in memory) and the rest of it (as Lightning made it during training). `keep_model` takes the
+    model's weights and what the steps after `fit` decided once they are done; the test's margin and the card are
+    added after; `write` writes it, once, at the end."""
+
+    path: str
+    model: pl.LightningModule
+    checkpoint: dict[str, Any]
+
+    def keep_model(self) -> None:
+        """The model's weights and settings as they are now, and its calibration and linear part (its split
+        settings stay those of the training that made it)."""
+        checkpoint = self.checkpoint
+        for key in ("calibration", "linear_part"):
+            checkpoint.pop(key, None)
+        state = {key: value.detach().cpu().clone() for key, value in self.model.state_dict().items()}
+        checkpoint.update(state_dict=state, hyper_parameters=dict(self.model.hparams), **self.model.served_parts())
+
+    def write(self) -> None:
+        AtomicCheckpointIO().save_checkpoint(self.checkpoint, self.path)
 
 
 class RNGState(Callback):

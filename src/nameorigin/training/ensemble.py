@@ -1,7 +1,7 @@
 """An ensemble of k networks served as one model (ensemble.members=K): K - 1 more networks of the kind the run
 serves, each trained from its own seed on the same split; the first k of them (k picked on validation, each
-network more lifting accuracy by more than ensemble.min_gain) are assembled into one Ensemble and written as the
-run's best.ckpt, which the steps after `fit` (linear part, calibration, test, margin, card) then treat as any
+network more lifting accuracy by more than ensemble.min_gain) are assembled into one Ensemble, the run's
+best.ckpt, which the steps after `fit` (linear part, calibration, test, margin, card) then treat as any
 model. The members trained on the training split alone, and validation picked k: no refit follows."""
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, open_dict
 
-from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
-from nameorigin.training.checkpointing import update_checkpoint
+from nameorigin.training.checkpointing import Served
 from nameorigin.training.margin import logits_in_order
 from nameorigin.training.module import NameClassifier
 
@@ -64,23 +63,17 @@ def pick_size(logits: list[torch.Tensor], targets: torch.Tensor, min_gain: float
     return kept, accuracy
 
 
-def best_weights(run: Any) -> NameClassifier:
-    """A fitted network's model with its best.ckpt's weights (the last epoch's may be worse)."""
-    run.model.cpu().load_state_dict(load_checkpoint(run.best)["state_dict"])
-    return run.model
-
-
 def assemble(run: Any, cfg: DictConfig, fit: Callable[[DictConfig], Any]) -> tuple[Any, dict[str, float]]:
-    """Train the other networks with `fit` (pipeline.fit_candidate), pick how many to serve, and write the
-    ensemble as the run's best.ckpt: returns the run to finish (its model the ensemble, no refit) and the figures
-    for the results and the card."""
+    """Train the other networks with `fit` (pipeline.fit_candidate), pick how many to serve, and make the ensemble
+    the run's best.ckpt: returns the run to finish (its model the ensemble, no refit) and the figures for the
+    results and the card."""
     settings = cfg.ensemble
     if run.best is None:
         log.warning("ensemble: the run kept no checkpoint, so one network")
         return run, {}
     others = [fit(member_config(run.cfg, index)) for index in range(1, int(settings.members))]
     fitted = [run, *(other for other in others if other.best is not None)]
-    models = [best_weights(one) for one in fitted]
+    models = [one.model.cpu() for one in fitted]  # each holding its best.ckpt's weights
     val = run.datamodule.datasets["val"]
     offset = run.model.net.logit_offset.cpu()
     logits = [logits_in_order(model.net, val, decided=False) + offset for model in models]
@@ -96,14 +89,10 @@ def assemble(run: Any, cfg: DictConfig, fit: Callable[[DictConfig], Any]) -> tup
     if size == 1:
         return run, figures
     ensemble = joined(models[:size])
-
-    def store(checkpoint: dict) -> None:
-        checkpoint.update(state_dict=ensemble.state_dict(), hyper_parameters=dict(ensemble.hparams))
-        for key in ("optimizer_states", "lr_schedulers"):  # the first network's: an ensemble is served, not resumed
-            checkpoint.pop(key, None)
-
-    update_checkpoint(run.best, store)
+    checkpoint = {key: value for key, value in run.best.checkpoint.items()  # the first network's optimizer state:
+                  if key not in ("optimizer_states", "lr_schedulers")}   # an ensemble is served, not resumed
     finished = copy.copy(run)
+    finished.best = Served(run.best.path, ensemble, checkpoint)
     finished.cfg = copy.deepcopy(run.cfg)
     with open_dict(finished.cfg):
         finished.cfg.refit.enabled = False  # the members trained on train alone: validation picked k

@@ -27,10 +27,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.model.ensemble import named_members
 from nameorigin.model.ngram import ngram_ids
-from nameorigin.training.checkpointing import update_checkpoint
 from nameorigin.training.margin import has_pairs, logits_in_order
 
 log = logging.getLogger(__name__)
@@ -214,16 +212,15 @@ def applies(model: Any, datamodule: Any) -> str | None:
     return None
 
 
-def mix_best(model: Any, datamodule: Any, path: str) -> dict[str, Any] | None:
-    """Fit the linear part, mix it into best.ckpt's network at the weight validation picks, and store the
-    mixture in the checkpoint; None (and a log line saying why) where it does not apply."""
+def mix_best(model: Any, datamodule: Any) -> dict[str, Any] | None:
+    """Fit the linear part and mix it into the model's network (best.ckpt's weights, in memory) at the weight
+    validation picks: the mixture to record, or None (and a log line saying why) where it does not apply."""
     why_not = applies(model, datamodule)
     if why_not:
         log.info("linear part: trained with the network only (%s)", why_not)
         return None
     config, net = model.config, model.net
     part = fit_linear_part(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets))
-    model.cpu().load_state_dict(load_checkpoint(path)["state_dict"])
     val = datamodule.datasets["val"]
     offset = net.logit_offset
     network_weight, accuracy = pick_mix(logits_in_order(net, val, decided=False) + offset,
@@ -233,28 +230,18 @@ def mix_best(model: Any, datamodule: Any, path: str) -> dict[str, Any] | None:
         mix_into(member, part, network_weight)
     mixture = Mixture(network_weight, part.penalty, accuracy).plain()
     mixture["linear_fit"] = part.summary()
-
-    def store(checkpoint: dict) -> None:
-        state = net.state_dict()
-        for prefix, _ in named_members(net):
-            for key in (f"{prefix}head.weight", f"{prefix}head.bias", f"{prefix}ngram.weight"):
-                checkpoint["state_dict"][f"net.{key}"] = state[key].clone()
-        checkpoint["linear_part"] = mixture
-
-    update_checkpoint(path, store)
-    model.mixture = mixture
     log.info("linear part fitted alone in %.1f s; %s", part.seconds, describe(mixture))
     return mixture
 
 
-def mix_refit(model: Any, datamodule: Any, mixture: dict[str, Any]) -> None:
+def mix_refit(model: Any, datamodule: Any, mixture: dict[str, Any]) -> dict[str, Any]:
     """The refit's linear part, fitted on its training split (train + validation) with the penalty picked before,
-    mixed in at the network weight picked before."""
+    mixed in at the network weight picked before: the refit's mixture to record."""
     config = model.config
     part = refit_linear_part(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets),
                              mixture["penalty"])
     mix_into(model.net.cpu(), part, mixture["network_weight"])
-    model.mixture = {**mixture, "linear_fit": {**mixture["linear_fit"], "refit_seconds": round(part.seconds, 1)}}
+    return {**mixture, "linear_fit": {**mixture["linear_fit"], "refit_seconds": round(part.seconds, 1)}}
 
 
 def describe(mixture: dict[str, Any]) -> str:

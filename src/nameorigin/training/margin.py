@@ -192,12 +192,9 @@ def margin_line(result: dict[str, Any]) -> str:
             f"({result['model_macro_f1']:.4f} vs {result['baseline_macro_f1']:.4f})")
 
 
-def measure_margin(model: Any, datamodule: Any, final: str, loggers: list) -> dict[str, Any]:
-    """nameorigin.training.margin on the model as tested; stored in its checkpoint and logged."""
-    from nameorigin.training.checkpointing import update_checkpoint  # Lightning: not for nameorigin evaluate's import
-
+def measure_margin(model: Any, datamodule: Any, loggers: list) -> dict[str, Any]:
+    """nameorigin.training.margin on the model as tested, logged (the pipeline stores it in the checkpoint)."""
     result = run_margin(datamodule, model.net, list(model.hparams.labels))
-    update_checkpoint(final, lambda checkpoint: checkpoint.__setitem__("margin", result))
     log.info("margin over the n-gram baseline (fitted in %.0f s; margin.enabled=false skips it): %s",
              result["seconds"], margin_line(result))
     for logger in loggers:

@@ -265,11 +265,19 @@ class NameClassifier(pl.LightningModule):
         datamodule = self.trainer.datamodule
         if datamodule is not None:  # one key for every corpus' split settings (Lightning's is the class name)
             checkpoint["data"] = {**datamodule.state_dict(), "label_name": getattr(datamodule, "label_name", "label")}
-        if self.calibration:
-            checkpoint["calibration"] = self.calibration.plain()
-        if self.mixture:
-            checkpoint["linear_part"] = self.mixture
-        checkpoint["format"] = CHECKPOINT_FORMAT
+        checkpoint.update(self.served_parts())
+
+    def served_parts(self) -> dict[str, Any]:
+        """What the steps after `fit` decided, as a checkpoint carries it: the calibration and the linear part
+        where there are any, and the format."""
+        return {**({"calibration": self.calibration.plain()} if self.calibration else {}),
+                **({"linear_part": self.mixture} if self.mixture else {}), "format": CHECKPOINT_FORMAT}
+
+    def serve_with(self, calibration: Calibration | None, mixture: dict | None) -> None:
+        """What the steps after `fit` decided for serving: the calibration (its temperature becomes the decision
+        layer's; none: temperature 1) and the linear part's mixture, which every checkpoint saved after carries."""
+        self.calibration, self.mixture = calibration, mixture
+        self.net.temperature.fill_(float(calibration.temperature) if calibration else 1.0)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.calibration = Calibration.from_plain(checkpoint.get("calibration"))

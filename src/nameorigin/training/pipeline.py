@@ -15,16 +15,17 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
 from nameorigin.base.atomic import write_atomically
+from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig, TransferUse, check_run
 from nameorigin.model.artifacts import REFIT_FILE, Calibration
 from nameorigin.model.cells import check_cell
 from nameorigin.training import ensemble, graphed, linear_part, refit, search, sizing, transfer
-from nameorigin.training.calibration_step import calibrate_checkpoint
+from nameorigin.training.calibration_step import calibrate_model
 from nameorigin.training.callbacks import GradAccumulationLogger
 from nameorigin.training.card import write_model_card
 from nameorigin.training.card_parts import ensemble_summary
-from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, update_checkpoint
+from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, Served
 from nameorigin.training.instantiate import build, instantiate_all, instantiation_error
 from nameorigin.training.margin import has_pairs, margin_line, margin_metrics, measure_margin
 from nameorigin.training.module import NameClassifier
@@ -63,8 +64,9 @@ def typed_settings(cfg: DictConfig) -> ModelConfig:
 
 @dataclasses.dataclass
 class Fitted:
-    """One candidate after `fit`: its settings, data, model, trainer and loggers, its best.ckpt (or None), its
-    metrics so far, and the gradient check's summary (or None)."""
+    """One candidate after `fit`: its settings, data, model (holding best.ckpt's weights), trainer and loggers, its
+    best.ckpt (None when it kept none) as read once, its metrics so far, and the gradient check's summary (or
+    None)."""
 
     cfg: DictConfig
     datamodule: pl.LightningDataModule
@@ -74,7 +76,7 @@ class Fitted:
     model: NameClassifier
     trainer: pl.Trainer
     loggers: list
-    best: str | None
+    best: Served | None
     metrics: dict
     gradient_check: dict | None
 
@@ -93,21 +95,24 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if cfg.ensemble.members > 1:
         run, assembled = ensemble.assemble(run, cfg, fit_candidate)
         figures.update(assembled)
-    trainer, model, datamodule, best = run.trainer, run.model, run.datamodule, run.best
+    trainer, datamodule = run.trainer, run.datamodule
     metrics = {**run.metrics, **figures}
-    final = finish_model(run.cfg, trainer, model, datamodule, best, run.pretrained, run.loggers)
+    served = finish_model(run, trainer.world_size > 1)
+    model = run.model  # tested in the module the run's loggers know (a tracker refuses settings that change)
+    if served and served[-1].model is not model:  # the refit's weights and decisions, from memory
+        model.load_state_dict(served[-1].model.state_dict())
+        model.serve_with(served[-1].model.calibration, served[-1].model.mixture)
     margin = None
     if cfg.test:
-        trainer.test(model, datamodule=datamodule, ckpt_path=final, verbose=False)
+        trainer.test(model, datamodule=datamodule, verbose=False)
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
-        if final and cfg.margin.enabled and trainer.is_global_zero and has_pairs(datamodule):
-            margin = measure_margin(model, datamodule, final, run.loggers)
+        if served and cfg.margin.enabled and trainer.is_global_zero and has_pairs(datamodule):
+            margin = measure_margin(model, datamodule, run.loggers)
             metrics.update(margin_metrics(margin))
-    metrics["best_checkpoint"], metrics["model_checkpoint"] = best, final
+    final = served[-1].path if served else None
+    metrics["best_checkpoint"], metrics["model_checkpoint"] = served[0].path if served else None, final
     if trainer.is_global_zero:
-        if cfg.transfer.publish and final:  # before the results block, printed last
-            transfer.publish(final, cfg.transfer.publish)
-        write_outputs(cfg, model, final, metrics, run.picks, run.candidates,
+        write_outputs(cfg, served, model, metrics, run.picks, run.candidates,
                       {"margin": margin, "gradient_check": run.gradient_check})
         output_dir = Path(cfg.paths.output_dir)
         report_to_trackers(run.loggers, cfg, run.picks, final,
@@ -137,8 +142,11 @@ def fit_candidate(cfg: DictConfig) -> Fitted:
     metrics["time/fit_s"] = time.perf_counter() - started
     gradient_check = next((callback.summary() for callback in trainer.callbacks
                            if isinstance(callback, GradAccumulationLogger) and callback.history), None)
-    checkpoint = trainer.checkpoint_callback
-    best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
+    callback = trainer.checkpoint_callback
+    best = None
+    if callback is not None and callback.best_model_path:  # read once; its weights are the model's from here on
+        best = Served(callback.best_model_path, model, load_checkpoint(callback.best_model_path))
+        model.load_state_dict(best.checkpoint["state_dict"])
     return Fitted(cfg, datamodule, pretrained, picks, candidates, model, trainer, loggers, best, metrics,
                   gradient_check)
 
@@ -189,45 +197,63 @@ def build_trainer(cfg: DictConfig, model: NameClassifier, datamodule: pl.Lightni
     return trainer, loggers
 
 
-def finish_model(cfg: DictConfig, trainer: pl.Trainer, model: NameClassifier, datamodule: pl.LightningDataModule,
-                 best: str | None, pretrained: dict | None, loggers: list) -> str | None:
-    """best.ckpt's linear part mixed in and its calibration fitted, then the refit when asked: the path of the
-    model to test (refit.ckpt, else best.ckpt)."""
-    mixture = None
-    if best and trainer.is_global_zero:  # before calibration: the temperature is fitted on the model served
-        mixture = linear_part.mix_best(model, datamodule, best)
-    if best and trainer.world_size > 1:
-        trainer.strategy.barrier()
-    settings, summary = cfg.calibration, None
-    if best and settings.enabled:
-        if trainer.is_global_zero:
-            summary = calibrate_checkpoint(model, datamodule, best, settings, loggers)
-        trainer.strategy.barrier()  # every rank tests the calibrated checkpoint
-    if not (best and cfg.refit.enabled):
-        return best
-    if trainer.world_size > 1:
+def finish_model(run: Fitted, distributed: bool) -> list[Served]:
+    """The steps after `fit`, in order, on best.ckpt's weights in memory: the linear part mixed in, the calibration
+    fitted (both on rank 0; every rank then tests what it fitted), then the refit when asked. Returns the
+    checkpoints to serve, not yet written: best.ckpt, and refit.ckpt (the one tested) after it."""
+    best, cfg, trainer = run.best, run.cfg, run.trainer
+    if best is None:
+        return []
+    model = best.model.cpu()
+    mixture, calibration = None, None
+    if trainer.is_global_zero:
+        mixture = linear_part.mix_best(model, run.datamodule)  # before calibration: it fits the model served
+        model.serve_with(None, mixture)
+        if cfg.calibration.enabled:
+            calibration = calibrate_model(model, run.datamodule, cfg.calibration, run.loggers)
+        model.serve_with(calibration, mixture)
+    if distributed:
+        state, fitted, mixture = trainer.strategy.broadcast(
+            (model.state_dict(), calibration.plain() if calibration else None, mixture), src=0)
+        calibration = Calibration.from_plain(fitted)
+        model.load_state_dict(state)
+        model.serve_with(calibration, mixture)
+    best.keep_model()
+    if not cfg.refit.enabled:
+        return [best]
+    if distributed:
         log.warning("refit skipped: it runs on one device; the model is best.ckpt, trained on train alone")
-        return best
-    return refit_model(cfg, typed_settings(cfg), datamodule, pretrained, summary, loggers, mixture)
+        return [best]
+    return [best, refit_model(cfg, typed_settings(cfg), run.datamodule, run.pretrained, calibration, run.loggers,
+                              mixture)]
 
 
-def write_outputs(cfg: DictConfig, model: NameClassifier, final: str | None, metrics: dict, picks: list,
+def write_outputs(cfg: DictConfig, served: list[Served], model: NameClassifier, metrics: dict, picks: list,
                   candidates: list, checks: dict) -> None:
-    """What the run leaves beside its checkpoints: the search's candidates in the model, the per-label report, the
-    model card, results.json and the results block. `checks`: the margin (or None) and the gradient check's
-    summary of the first training (or None), which results.json keeps beside the metrics."""
+    """What the run leaves: the served checkpoints, each written once (the tested one with the search's
+    candidates, the margin and the model card), the per-label report, the card, the published starting point,
+    results.json and the results block. `checks`: the margin (or None) and the gradient check's summary of the
+    first training (or None), which results.json keeps beside the metrics."""
     margin = checks["margin"]
     output_dir = Path(cfg.paths.output_dir)
-    if final and candidates:  # the card lists them
-        update_checkpoint(final, lambda checkpoint: checkpoint.__setitem__("search", search.plain(candidates)))
     if model.label_report is not None:  # the test split's per-label report, beside the card
         write_atomically(output_dir / "label_report.json",
                          lambda path: path.write_text(json.dumps(model.label_report, indent=1)))
-    if final and cfg.card.enabled:
-        write_model_card(output_dir, final, metrics, picks, model.label_report)
+    final = served[-1] if served else None
+    if final:
+        final.checkpoint.update({key: value for key, value in (("search", search.plain(candidates)),
+                                                               ("margin", margin)) if value})
+        if cfg.card.enabled:  # rendered from the checkpoint as it is written
+            final.checkpoint["model_card"] = write_model_card(output_dir, final.checkpoint, metrics, picks,
+                                                              model.label_report)
+    for checkpoint in served:
+        checkpoint.write()
+    if cfg.transfer.publish and final:
+        transfer.publish(final.path, cfg.transfer.publish)
     figures = {k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     write_atomically(output_dir / "results.json", lambda path: path.write_text(  # what benchmarks.record reads
-        json.dumps({"metrics": figures, "model": final, **checks}, indent=1, default=float)))
+        json.dumps({"metrics": figures, "model": final.path if final else None, **checks}, indent=1,
+                   default=float)))
     report(metrics, output_dir, margin)
 
 
@@ -256,10 +282,10 @@ def run_search(cfg: DictConfig, datamodule: pl.LightningDataModule, picks: list,
 
 def refit_model(cfg: DictConfig, model_config: ModelConfig, datamodule: pl.LightningDataModule,
                 pretrained: dict | None, calibration: Calibration | None, loggers: list,
-                mixture: dict | None = None) -> str:
+                mixture: dict | None = None) -> Served:
     """nameorigin.training.refit: a fresh model, same settings and seed, trained on train + validation (and its
-    linear part fitted again there and mixed at the weight validation picked); returns the path of
-    checkpoints/refit.ckpt, which carries best.ckpt's calibration."""
+    linear part fitted again there and mixed at the weight validation picked), carrying best.ckpt's calibration;
+    returns checkpoints/refit.ckpt, to be written."""
     datamodule.add_validation_to_training()
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     model = build_model(cfg, model_config, datamodule, pretrained)
@@ -270,13 +296,13 @@ def refit_model(cfg: DictConfig, model_config: ModelConfig, datamodule: pl.Light
     log.info("refit: a fresh model on train + validation (%d pairs) for %s epochs", len(datamodule.datasets["train"]),
              trainer.max_epochs)
     trainer.fit(model, datamodule=datamodule)
-    if mixture:
-        linear_part.mix_refit(model, datamodule, mixture)
-    refit.carry_calibration(model, calibration)
-    path = Path(cfg.paths.output_dir) / "checkpoints" / REFIT_FILE
-    trainer.save_checkpoint(path, weights_only=True)  # a model to serve, not a state to resume
+    model.serve_with(refit.carried(calibration), linear_part.mix_refit(model, datamodule, mixture) if mixture else None)
+    # What trainer.save_checkpoint would write, kept in memory: a model to serve, not a state to resume.
+    served = Served(str(Path(cfg.paths.output_dir) / "checkpoints" / REFIT_FILE), model,
+                    trainer._checkpoint_connector.dump_checkpoint(weights_only=True))
+    served.keep_model()
     datamodule.write_manifest(Path(cfg.paths.output_dir) / "split.json")  # its trained_on: the refit's names
-    return str(path)
+    return served
 
 
 def build_model(cfg: DictConfig, config: ModelConfig, datamodule: pl.LightningDataModule,

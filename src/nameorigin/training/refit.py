@@ -12,7 +12,6 @@ refits the n-gram baseline the same way, so the two are compared on equal traini
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.loggers import Logger, TensorBoardLogger
@@ -38,8 +37,6 @@ def refit_loggers(loggers: list[Logger]) -> list[Logger]:
               for logger in loggers if isinstance(logger, TensorBoardLogger)), *refit_copies(loggers)]
 
 
-def carry_calibration(module: Any, summary: Calibration | None) -> None:
-    """Give the refit model best.ckpt's temperature and conformal thresholds (nothing when calibration is off)."""
-    if summary:
-        module.calibration = dataclasses.replace(summary, carried_from="best.ckpt")
-        module.net.temperature.fill_(float(summary.temperature))
+def carried(summary: Calibration | None) -> Calibration | None:
+    """best.ckpt's calibration as the refit model carries it (None when calibration is off)."""
+    return dataclasses.replace(summary, carried_from="best.ckpt") if summary else None
