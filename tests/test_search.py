@@ -52,10 +52,10 @@ def test_the_search_finds_a_planted_better_setting_within_its_budget(tmp_path):
 def test_the_budget_stops_a_candidate_mid_training_and_starts_no_other(tmp_path):
     # A budget of under a second: the first candidate is stopped within its first epochs, none other starts, and
     # the run keeps the rule's settings (a partial figure is never the pick).
-    run, checkpoint = searched_run(tmp_path, "trainer.max_epochs=40", "search.budget_minutes=0.01",
+    run, checkpoint = searched_run(tmp_path, "trainer.max_epochs=5", "search.budget_minutes=0.005",
                                    "search.max_trials=4")
     (only,) = checkpoint["search"]
-    assert only["state"] == "stopped at the budget" and only["epochs"] < 40, only
+    assert only["state"] == "stopped at the budget" and only["epochs"] < 5, only
     log = (run / "train.log").read_text()
     assert "search: no candidate finished within" in log and "the rule's settings stay" in log
     assert checkpoint["hyper_parameters"]["config"]["optimizer"]["lr"] == 3e-3
