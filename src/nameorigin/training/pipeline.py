@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 import warnings
@@ -14,7 +13,6 @@ import pytorch_lightning as pl
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
-from nameorigin.base.atomic import write_atomically
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig, TransferUse, check_run
@@ -23,12 +21,11 @@ from nameorigin.model.cells import check_cell
 from nameorigin.training import ensemble, graphed, linear_part, refit, search, sizing, transfer
 from nameorigin.training.calibration_step import calibrate_model
 from nameorigin.training.callbacks import GradAccumulationLogger
-from nameorigin.training.card import write_model_card
-from nameorigin.training.card_parts import ensemble_summary
 from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, Served
 from nameorigin.training.instantiate import build, instantiate_all, instantiation_error
-from nameorigin.training.margin import has_pairs, margin_line, margin_metrics, measure_margin
+from nameorigin.training.margin import has_pairs, margin_metrics, measure_margin
 from nameorigin.training.module import NameClassifier
+from nameorigin.training.outputs import write_outputs
 from nameorigin.training.preemption import Preemption
 from nameorigin.training.resume import carry_over, resolve_checkpoint
 from nameorigin.training.trackers import report_to_trackers
@@ -228,35 +225,6 @@ def finish_model(run: Fitted, distributed: bool) -> list[Served]:
                               mixture)]
 
 
-def write_outputs(cfg: DictConfig, served: list[Served], model: NameClassifier, metrics: dict, picks: list,
-                  candidates: list, checks: dict) -> None:
-    """What the run leaves: the served checkpoints, each written once (the tested one with the search's
-    candidates, the margin and the model card), the per-label report, the card, the published starting point,
-    results.json and the results block. `checks`: the margin (or None) and the gradient check's summary of the
-    first training (or None), which results.json keeps beside the metrics."""
-    margin = checks["margin"]
-    output_dir = Path(cfg.paths.output_dir)
-    if model.label_report is not None:  # the test split's per-label report, beside the card
-        write_atomically(output_dir / "label_report.json",
-                         lambda path: path.write_text(json.dumps(model.label_report, indent=1)))
-    final = served[-1] if served else None
-    if final:
-        final.checkpoint.update({key: value for key, value in (("search", search.plain(candidates)),
-                                                               ("margin", margin)) if value})
-        if cfg.card.enabled:  # rendered from the checkpoint as it is written
-            final.checkpoint["model_card"] = write_model_card(output_dir, final.checkpoint, metrics, picks,
-                                                              model.label_report)
-    for checkpoint in served:
-        checkpoint.write()
-    if cfg.transfer.publish and final:
-        transfer.publish(final.path, cfg.transfer.publish)
-    figures = {k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    write_atomically(output_dir / "results.json", lambda path: path.write_text(  # what benchmarks.record reads
-        json.dumps({"metrics": figures, "model": final.path if final else None, **checks}, indent=1,
-                   default=float)))
-    report(metrics, output_dir, margin)
-
-
 def run_search(cfg: DictConfig, datamodule: pl.LightningDataModule, picks: list, pretrained: dict | None) -> tuple:
     """nameorigin.training.search: each candidate trains here on the training split, without checkpoints or
     loggers; returns the picks and the candidates."""
@@ -342,26 +310,3 @@ def text_where_number(cfg: DictConfig) -> str | None:
             if isinstance(value, str) and not key.startswith("_") and not key.endswith("mode"):
                 return f"model.{group}.{key}={value!r} is text where torch expects numbers"
     return None
-
-
-def report(metrics: dict[str, Any], output_dir: Path, margin: dict | None = None) -> None:
-    """Where things are, printed last so it is the first thing a user sees."""
-    shown = {k: v for k, v in metrics.items() if k.startswith(("test/", "val/acc_best")) and "_f1/" not in k
-             and not k.endswith(("_marginal", "_mondrian"))}  # each kind of set: in the model card
-    lines = [f"  {k:<16} {v:.4f}" for k, v in sorted(shown.items())]
-    if margin:
-        lines.append(f"  margin           {margin_line(margin)}")
-    final, best = metrics.get("model_checkpoint"), metrics.get("best_checkpoint")
-    if final and final != best:
-        lines.append(f"  model            {final}  (refit on train + validation; the one tested)")
-    if "transfer/chosen" in metrics:
-        kept = "the model from the surnames starting point" if metrics["transfer/chosen"] else "the plain model"
-        lines.append(f"  transfer         validation kept {kept} ({metrics['transfer/val_acc_transferred']:.4f} "
-                     f"from the starting point, {metrics['transfer/val_acc_plain']:.4f} plain)")
-    if "ensemble/members" in metrics:
-        lines.append(f"  ensemble         {ensemble_summary(metrics)}")
-    if best:
-        picked = "  (trained on train, picked on validation)" if final != best else ""
-        lines.append(f"  best checkpoint  {best}{picked}")
-    lines.append(f"  dashboard        tensorboard --logdir {output_dir}")
-    print("\n".join(["results:", *lines]), flush=True)
