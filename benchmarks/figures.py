@@ -171,7 +171,22 @@ def gender() -> str:
             f"| nameorigin `experiment=first_name_gender` | **{metrics['test/acc']:.4f}** | "
             f"**{metrics['test/macro_f1']:.4f}** |\n\n"
             f"{margin['size']:,} test names; the margin is {points(100 * margin['margin'])} points, 95 % paired "
-            f"interval {interval([100 * x for x in margin['interval']])}.\n")
+            f"interval {interval([100 * x for x in margin['interval']])}.{gender_details(metrics, margin)}\n")
+
+
+def gender_details(metrics: dict, margin: dict) -> str:
+    """Which candidate validation kept, and the margin on the shares the run fits."""
+    text = ""
+    if "transfer/chosen" in metrics:
+        kept = "the model from the surnames starting point" if metrics["transfer/chosen"] else "the plain model"
+        text += (f" Validation kept {kept} (accuracy {metrics['transfer/val_acc_transferred']:.4f} from the starting "
+                 f"point, {metrics['transfer/val_acc_plain']:.4f} plain).")
+    like = margin.get("like_for_like")
+    if like:
+        text += (f" Against a baseline fitted to the same shares, the share-weighted accuracy is "
+                 f"{like['model_person_acc']:.4f} against {like['baseline_person_acc']:.4f}: "
+                 f"{points(100 * like['person_margin'])} {interval([100 * x for x in like['interval']])}.")
+    return text
 
 
 def nana() -> str:
