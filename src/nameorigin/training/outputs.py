@@ -31,8 +31,10 @@ def write_outputs(cfg: DictConfig, served: list[Served], model: NameClassifier, 
                          lambda path: path.write_text(json.dumps(model.label_report, indent=1)))
     final = served[-1] if served else None
     if final:
-        final.checkpoint.update({key: value for key, value in (("search", search.plain(candidates)),
-                                                               ("margin", margin)) if value})
+        if candidates:  # the card lists them
+            final.checkpoint["search"] = search.plain(candidates)
+        if margin:
+            final.checkpoint["margin"] = margin
         if cfg.card.enabled:  # rendered from the checkpoint as it is written
             final.checkpoint["model_card"] = write_model_card(output_dir, final.checkpoint, metrics, picks,
                                                               model.label_report)
