@@ -134,3 +134,17 @@ def test_the_nine_runs_pooled_lead_resamples_each_splits_names_once_for_its_runs
     one_run = {split: rows[:1] for split, rows in better.items()}
     _, (one_low, one_high) = pooled(one_run, baseline, samples=2000)
     assert 0 < low < mean < high and abs((high - low) - (one_high - one_low)) < 0.2 * (one_high - one_low)
+
+
+def test_the_runs_margin_ranks_both_sides_when_the_baseline_ranks():
+    """A run on a table past HASHED_PAST states precision@K of the model beside the hashed baseline's: a pair counts
+    at K when its label is among the model's top K logits."""
+    import torch
+
+    from nameorigin.training.margin import ranked_precision
+
+    logits = torch.tensor([[3.0, 2.0, 1.0], [1.0, 3.0, 2.0], [2.0, 1.0, 3.0], [1.0, 2.0, 3.0]])
+    truth = ["a", "c", "b", "c"]  # ranks 0, 1, 2, 0
+    result = ranked_precision(logits, truth, ["a", "b", "c"], {"precision_at": {1: 0.25, 2: 0.5, 3: 1.0}})
+    assert result["model_precision_at"] == {1: 0.5, 2: 0.75, 3: 1.0}
+    assert result["baseline_precision_at"] == {1: 0.25, 2: 0.5, 3: 1.0}

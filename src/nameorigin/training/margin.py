@@ -100,13 +100,24 @@ def run_margin(datamodule: Any, net: Any, labels: list[str]) -> dict[str, Any]:
     baseline_correct = torch.tensor([p == t for p, t in zip(baseline["test_predictions"], truth, strict=True)])
     model_f1, baseline_f1 = macro_f1(truth, predicted), macro_f1(truth, baseline["test_predictions"])
     like = like_for_like(datamodule, logits, refitted) if fits_shares_or_weights(datamodule) else None
+    ranked = ranked_precision(logits, truth, labels, baseline) if "precision_at" in baseline else {}
     return {"kind": kind, "setting": f"C={baseline['C']:g}" if kind == "lr" else f"alpha={baseline['alpha']:g}",
             "trained_on": baseline["trained_on"], "size": len(truth),
             "model_acc": float(model_correct.double().mean()), "baseline_acc": baseline["test_acc"],
             "margin": float(model_correct.double().mean()) - baseline["test_acc"],
             "model_macro_f1": model_f1, "baseline_macro_f1": baseline_f1, "macro_f1_margin": model_f1 - baseline_f1,
-            **paired(model_correct, baseline_correct), "like_for_like": like,
+            **paired(model_correct, baseline_correct), **ranked, "like_for_like": like,
             "seconds": round(time.perf_counter() - start, 1)}
+
+
+def ranked_precision(logits: torch.Tensor, truth: list[str], labels: list[str], baseline: dict) -> dict[str, dict]:
+    """Precision@1..K of both sides on the test pairs (the hashed baseline ranks its labels too): how often the
+    pair's label is among the top K answers."""
+    column = {label: i for i, label in enumerate(labels)}
+    index = torch.tensor([column[label] for label in truth])
+    rank = (logits > logits.gather(1, index[:, None])).sum(1)
+    return {"model_precision_at": {k: float((rank < k).double().mean()) for k in baseline["precision_at"]},
+            "baseline_precision_at": dict(baseline["precision_at"])}
 
 
 def fits_shares_or_weights(datamodule: Any) -> bool:
