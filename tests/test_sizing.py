@@ -9,7 +9,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from nameorigin.training.sizing import KEYS, TIERS, fill_from_data, rule, tier_for
+from nameorigin.training.sizing import KEYS, TIERS, picks_for, rule, tier_for
 
 
 def picks_of(train_pairs: int, labels: int = 18, soft: bool = False) -> dict:
@@ -57,10 +57,11 @@ def test_share_targets_are_not_smoothed_and_many_labels_shrink_the_ngram_table()
 def test_only_nulls_are_filled():
     cfg = OmegaConf.create({"model": {"hidden_size": None, "dropout": 0.5, "optimizer": {"lr": None}},
                             "data": {"batch_size": 8}, "trainer": {"max_epochs": None}})
-    made = fill_from_data(cfg, 100_000, 5, False)
-    assert {pick.key for pick in made} == {"model.hidden_size", "model.optimizer.lr", "trainer.max_epochs"}
-    assert (cfg.model.dropout, cfg.data.batch_size, cfg.trainer.max_epochs) == (0.5, 8, 6)
-    assert cfg.model.hidden_size == 256
+    before = OmegaConf.to_yaml(cfg)
+    made = picks_for(cfg, 100_000, 5, False)
+    assert {pick.key: pick.value for pick in made} == {"model.hidden_size": 256, "model.optimizer.lr": 3e-3,
+                                                        "trainer.max_epochs": 6}
+    assert OmegaConf.to_yaml(cfg) == before  # only read: the run's settings take the picks
 
 
 def test_a_run_says_what_the_data_picked_and_keeps_what_it_was_given(trained):

@@ -68,9 +68,11 @@ class Normalize(Choice):
 ENCODER, HEAD = {"shapes": "encoder"}, {"shapes": "head"}
 # Settings a run may leave to the data (null in the YAML): nameorigin.training.sizing picks them from the table's
 # size and label count before the model is built. Python callers pass numbers, or get the schema's defaults.
-LEFT_TO_DATA = {"model.hidden_size", "model.directions", "model.ngram_buckets", "model.ngram_max", "model.dropout",
-                "model.impl", "model.label_smoothing", "data.batch_size", "trainer.max_epochs",
-                "trainer.val_check_interval"}
+# This is the one list of them: the rule's tiers set each (sizing.KEYS), and the search's default space is drawn
+# from them.
+LEFT_TO_DATA = ("model.hidden_size", "model.directions", "model.impl", "model.ngram_buckets", "model.ngram_max",
+                "model.dropout", "model.label_smoothing", "model.optimizer.lr", "data.batch_size",
+                "trainer.max_epochs", "trainer.val_check_interval")
 CORPUS_URL = "https://download.pytorch.org/tutorial/data.zip"
 
 

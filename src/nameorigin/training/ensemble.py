@@ -7,6 +7,7 @@ model. The members trained on the training split alone, and validation picked k:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import shutil
 from collections.abc import Callable
@@ -14,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from nameorigin.base.errors import UserError
 from nameorigin.training.checkpointing import Served
 from nameorigin.training.margin import logits_in_order
 from nameorigin.training.module import NameClassifier
+from nameorigin.training.settings import changed
 
 log = logging.getLogger(__name__)
 MEMBERS_FOLDER = "members"  # inside the run folder: members/1, members/2, ... (the run itself is the first)
@@ -39,15 +41,9 @@ def check(cfg: DictConfig) -> None:
 def member_config(cfg: DictConfig, index: int) -> DictConfig:
     """The settings of the run's `index`-th network: the run's (as filled by the rule or the search), its own seed,
     its own folder, no refit and no search of its own."""
-    member = copy.deepcopy(cfg)
-    with open_dict(member):
-        member.seed = int(cfg.seed) + index
-        member.refit.enabled = False
-        member.search.budget_minutes = 0
-        member.ensemble.members = 1
-        member.transfer.publish = None
-        member.paths.output_dir = str(Path(cfg.paths.output_dir) / MEMBERS_FOLDER / str(index))
-    return member
+    return changed(cfg, {"seed": int(cfg.seed) + index, "refit.enabled": False, "search.budget_minutes": 0,
+                         "ensemble.members": 1, "transfer.publish": None,
+                         "paths.output_dir": str(Path(cfg.paths.output_dir) / MEMBERS_FOLDER / str(index))})
 
 
 def pick_size(logits: list[torch.Tensor], targets: torch.Tensor, min_gain: float) -> tuple[int, list[float]]:
@@ -93,9 +89,8 @@ def assemble(run: Any, cfg: DictConfig, fit: Callable[[DictConfig], Any]) -> tup
                   if key not in ("optimizer_states", "lr_schedulers")}   # an ensemble is served, not resumed
     finished = copy.copy(run)
     finished.best = Served(run.best.path, ensemble, checkpoint)
-    finished.cfg = copy.deepcopy(run.cfg)
-    with open_dict(finished.cfg):
-        finished.cfg.refit.enabled = False  # the members trained on train alone: validation picked k
+    # the members trained on train alone: validation picked k
+    finished.settings = dataclasses.replace(run.settings, cfg=changed(run.cfg, {"refit.enabled": False}))
     finished.model = ensemble
     return finished, figures
 

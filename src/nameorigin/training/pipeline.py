@@ -11,13 +11,12 @@ from typing import Any
 
 import pytorch_lightning as pl
 from hydra.errors import InstantiationException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
-from nameorigin.config import ModelConfig, TransferUse, check_run
+from nameorigin.config import ModelConfig, TransferUse
 from nameorigin.model.artifacts import REFIT_FILE, Calibration
-from nameorigin.model.cells import check_cell
 from nameorigin.training import ensemble, graphed, linear_part, refit, search, sizing, transfer
 from nameorigin.training.calibration_step import calibrate_model
 from nameorigin.training.callbacks import GradAccumulationLogger
@@ -28,6 +27,7 @@ from nameorigin.training.module import NameClassifier
 from nameorigin.training.outputs import write_outputs
 from nameorigin.training.preemption import Preemption
 from nameorigin.training.resume import carry_over, resolve_checkpoint
+from nameorigin.training.settings import RunSettings, changed, checked
 from nameorigin.training.trackers import report_to_trackers
 
 log = logging.getLogger(__name__)
@@ -47,35 +47,25 @@ logging.getLogger("pytorch_lightning.utilities.rank_zero").addFilter(NoAdverts()
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
 
 
-def typed_settings(cfg: DictConfig) -> ModelConfig:
-    """The rules across groups (the run's seed first: data.order_seed follows it), then every group with a schema
-    turned into its dataclass, which checks its ranges and rules (__post_init__): all before anything is built or
-    read. Returns the model's config."""
-    check_run(cfg)
-    for group in ("data", "calibration", "refit", "card", "search", "transfer", "ensemble"):
-        OmegaConf.to_object(cfg[group])
-    model_config = OmegaConf.to_object(cfg.model)
-    check_cell(model_config)
-    return model_config
-
-
 @dataclasses.dataclass
 class Fitted:
-    """One candidate after `fit`: its settings, data, model (holding best.ckpt's weights), trainer and loggers, its
-    best.ckpt (None when it kept none) as read once, its metrics so far, and the gradient check's summary (or
-    None)."""
+    """One candidate after `fit`: its resolved settings, data, model (holding best.ckpt's weights), trainer and
+    loggers, its best.ckpt (None when it kept none) as read once, its metrics so far, and the gradient check's
+    summary (or None)."""
 
-    cfg: DictConfig
+    settings: RunSettings
     datamodule: pl.LightningDataModule
     pretrained: dict | None
-    picks: list
-    candidates: list
     model: NameClassifier
     trainer: pl.Trainer
     loggers: list
     best: Served | None
     metrics: dict
     gradient_check: dict | None
+
+    @property
+    def cfg(self) -> DictConfig:
+        return self.settings.cfg
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
@@ -109,18 +99,18 @@ def train(cfg: DictConfig) -> dict[str, float]:
     final = served[-1].path if served else None
     metrics["best_checkpoint"], metrics["model_checkpoint"] = served[0].path if served else None, final
     if trainer.is_global_zero:
-        write_outputs(cfg, served, model, metrics, run.picks, run.candidates,
+        write_outputs(cfg, served, model, metrics, run.settings.picks, run.settings.candidates,
                       {"margin": margin, "gradient_check": run.gradient_check})
         output_dir = Path(cfg.paths.output_dir)
-        report_to_trackers(run.loggers, cfg, run.picks, final,
+        report_to_trackers(run.loggers, run.cfg, run.settings.picks, final,
                            [output_dir / "MODEL_CARD.md", output_dir / "label_report.json"])
     return metrics
 
 
 def fit_candidate(cfg: DictConfig) -> Fitted:
-    """Read and split the data, fill the settings left to it, build the model and the trainer, and fit."""
-    datamodule, pretrained, picks, candidates = prepare(cfg)
-    model_config = typed_settings(cfg)
+    """Read and split the data, resolve the settings left to it, build the model and the trainer, and fit."""
+    datamodule, pretrained, settings = prepare(cfg)
+    cfg, model_config = settings.cfg, settings.model
     ckpt_path, resumed = resolve_checkpoint(cfg, model_config)
     if pretrained is not None:
         transfer.check_held_out(model_config.init_from, pretrained, datamodule)
@@ -144,33 +134,34 @@ def fit_candidate(cfg: DictConfig) -> Fitted:
     if callback is not None and callback.best_model_path:  # read once; its weights are the model's from here on
         best = Served(callback.best_model_path, model, load_checkpoint(callback.best_model_path))
         model.load_state_dict(best.checkpoint["state_dict"])
-    return Fitted(cfg, datamodule, pretrained, picks, candidates, model, trainer, loggers, best, metrics,
-                  gradient_check)
+    return Fitted(settings, datamodule, pretrained, model, trainer, loggers, best, metrics, gradient_check)
 
 
-def prepare(cfg: DictConfig) -> tuple[pl.LightningDataModule, dict | None, list, list]:
-    """The data read and split, the pretrained checkpoint when fine-tuning, and the settings left to the data
-    filled (by the rule, or by the search on validation): datamodule, pretrained, picks, candidates."""
-    model_config = typed_settings(cfg)
+def prepare(cfg: DictConfig) -> tuple[pl.LightningDataModule, dict | None, RunSettings]:
+    """The data read and split, the pretrained checkpoint when fine-tuning, and the run's settings resolved: the
+    given ones checked, then the encoder's left to the starting point, the rest left to the data filled by the
+    rule, or by the search on validation (nameorigin.training.settings). `cfg` is only read."""
+    given = checked(cfg)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build(cfg, "data")
-    pretrained = transfer.load_pretrained(model_config.init_from, model_config) if model_config.init_from else None
+    pretrained = transfer.load_pretrained(given.init_from, given) if given.init_from else None
     if pretrained is not None:  # fine-tuning keeps the pretrained vocabulary (grown), and its encoder's sizes
         datamodule.pretrained_vocab = pretrained["hyper_parameters"]["vocab"]
-        transfer.adopt_encoder(cfg, pretrained)
+        cfg = changed(cfg, transfer.encoder_settings(cfg, pretrained))
     datamodule.prepare_data()
     datamodule.setup("fit")
     if getattr(datamodule, "setup_seconds", None):
         log.info("corpus read in %.1f s, split in %.1f s, encoded in %.1f s", *datamodule.setup_seconds.values())
-    picks = sizing.fill_from_data(cfg, len(datamodule.splits["train"]), len(datamodule.labels),
-                                  bool(model_config.soft_targets or getattr(datamodule, "soft_labels", False)))
+    picks = sizing.picks_for(cfg, len(datamodule.splits["train"]), len(datamodule.labels),
+                             bool(given.soft_targets or getattr(datamodule, "soft_labels", False)))
     candidates = []
     if cfg.search.budget_minutes > 0:
-        picks, candidates = run_search(cfg, datamodule, picks, pretrained)
+        picks, candidates = run_search(changed(cfg, {p.key: p.value for p in picks}), datamodule, picks, pretrained)
         pl.seed_everything(cfg.seed, workers=True, verbose=False)  # the run starts as its picked candidate did
+    settings = RunSettings.resolved(cfg, picks, candidates)
     if picks:
-        datamodule.batch_size = cfg.data.batch_size
-    return datamodule, pretrained, picks, candidates
+        datamodule.batch_size = settings.cfg.data.batch_size
+    return datamodule, pretrained, settings
 
 
 def build_trainer(cfg: DictConfig, model: NameClassifier, datamodule: pl.LightningDataModule) -> tuple:
@@ -221,7 +212,7 @@ def finish_model(run: Fitted, distributed: bool) -> list[Served]:
     if distributed:
         log.warning("refit skipped: it runs on one device; the model is best.ckpt, trained on train alone")
         return [best]
-    return [best, refit_model(cfg, typed_settings(cfg), run.datamodule, run.pretrained, calibration, run.loggers,
+    return [best, refit_model(cfg, run.settings.model, run.datamodule, run.pretrained, calibration, run.loggers,
                               mixture)]
 
 
@@ -236,7 +227,7 @@ def run_search(cfg: DictConfig, datamodule: pl.LightningDataModule, picks: list,
                         "search.budget_minutes=0")
 
     def train_candidate(candidate_cfg: DictConfig, reporter: Any) -> None:
-        config = typed_settings(candidate_cfg)
+        config = checked(candidate_cfg)
         datamodule.batch_size = candidate_cfg.data.batch_size
         pl.seed_everything(candidate_cfg.seed, workers=True, verbose=False)
         model = build_model(candidate_cfg, config, datamodule, pretrained)

@@ -5,7 +5,7 @@ The rule's picks are the first candidate, so the search can only find something 
 candidate trains on the training split and reports its validation accuracy after every epoch; a Hyperband pruner
 stops the hopeless ones early, so most of the budget goes to the promising. No candidate starts once the budget
 is spent, and one still running then stops after its current batch. The best candidate's settings become the
-run's, and the run trains with them as with any setting (the test split is read once, after). `search.space`
+run's picks, and the run trains with them as with any setting (the test split is read once, after). `search.space`
 replaces the default space with the user's own (a list of choices, or {low, high, log} for a number).
 
 Optuna's Lightning integration imports `lightning.pytorch`; this project trains with `pytorch_lightning`, so
@@ -14,7 +14,6 @@ the few lines that report to the trial are a callback of its own (ReportToTrial)
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from collections.abc import Callable
@@ -22,11 +21,12 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import Callback
 
 from nameorigin.base.errors import UserError
 from nameorigin.base.extras import require_extra
+from nameorigin.training.settings import changed
 from nameorigin.training.sizing import NGRAM_TABLE_LIMIT, Pick
 
 log = logging.getLogger(__name__)
@@ -149,17 +149,12 @@ def first_candidate(cfg: DictConfig, space: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def apply(cfg: DictConfig, settings: dict[str, Any]) -> None:
-    with open_dict(cfg):
-        for key, value in settings.items():
-            OmegaConf.update(cfg, key, value, merge=False)
-
-
 def search(cfg: DictConfig, picks: list[Pick], train_candidate: Callable[[DictConfig, Callback], None],
            labels: int, given: set[str] = frozenset()) -> tuple[list[Pick], list[Candidate]]:
-    """Run the study; set the best candidate's settings in `cfg`. Returns the picks (the searched keys now say
-    so) and every candidate. `train_candidate(cfg, callback)` trains one candidate with that callback; `given`:
-    the keys set on the command line, which stay as given."""
+    """Run the study (`cfg`: the run's settings with the rule's picks in them, only read). Returns the picks (the
+    searched keys now say so, with the best candidate's values) and every candidate. `train_candidate(cfg,
+    callback)` trains one candidate with that callback; `given`: the keys set on the command line, which stay as
+    given."""
     optuna = require_extra("optuna", "sweep", "search.budget_minutes")
 
     settings = cfg.search
@@ -185,8 +180,7 @@ def search(cfg: DictConfig, picks: list[Pick], train_candidate: Callable[[DictCo
             if outcomes[seen] is None:
                 raise optuna.TrialPruned()
             return outcomes[seen]
-        trial_cfg = copy.deepcopy(cfg)  # typed: each group keeps its schema
-        apply(trial_cfg, values)
+        trial_cfg = changed(cfg, values)
         reporter = ReportToTrial(trial, deadline, int(settings.reports_per_epoch))
         began, state = time.monotonic(), "failed"
         try:  # a UserError (a setting this table cannot take) fails the candidate; the study goes on
@@ -208,19 +202,17 @@ def search(cfg: DictConfig, picks: list[Pick], train_candidate: Callable[[DictCo
 
     study.optimize(objective, n_trials=int(settings.max_trials), timeout=budget, callbacks=[out_of_budget],
                    catch=(UserError,))
-    return take_best(cfg, picks, candidates, time.monotonic() - start, budget), candidates
+    return take_best(picks, candidates, time.monotonic() - start, budget), candidates
 
 
-def take_best(cfg: DictConfig, picks: list[Pick], candidates: list[Candidate], seconds: float,
-              budget: float) -> list[Pick]:
-    """The best finished candidate's settings set in `cfg`, and the picks saying so (the rule's, when none
-    finished)."""
+def take_best(picks: list[Pick], candidates: list[Candidate], seconds: float, budget: float) -> list[Pick]:
+    """The rule's picks with the best finished candidate's settings in place of theirs, each saying so (the rule's
+    alone, when none finished)."""
     complete = [c for c in candidates if c.state == "complete" and c.val_acc is not None]
     if not complete:
         log.warning("search: no candidate finished within %.0f s; the rule's settings stay", seconds)
         return picks
     best = max(complete, key=lambda c: (c.val_acc, -c.number))
-    apply(cfg, best.settings)
     why = (f"searched on validation: candidate {best.number} of {len(candidates)} ({len(complete)} finished) in "
            f"{seconds:.0f} s of a {budget:.0f} s budget, val acc {best.val_acc:.4f}")
     log.info("search: picked candidate %d (val acc %.4f) in %.0f s of a %.0f s budget", best.number, best.val_acc,

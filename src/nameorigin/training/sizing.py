@@ -15,7 +15,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
+
+from nameorigin.config import LEFT_TO_DATA
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +66,8 @@ TIERS = (
          many_labels=(2, 2**18, 5)),
 )
 
-# Where each picked setting lives in the composed config.
-KEYS = {"hidden_size": "model.hidden_size", "directions": "model.directions", "impl": "model.impl",
-        "ngram_buckets": "model.ngram_buckets", "ngram_max": "model.ngram_max", "dropout": "model.dropout",
-        "label_smoothing": "model.label_smoothing", "lr": "model.optimizer.lr", "batch_size": "data.batch_size",
-        "max_epochs": "trainer.max_epochs",
-        "val_check_interval": "trainer.val_check_interval"}
+# Where each picked setting lives in the composed config: every key the run may leave to the data.
+KEYS = {key.rsplit(".", 1)[1]: key for key in LEFT_TO_DATA}
 
 
 @dataclass(frozen=True)
@@ -105,15 +103,11 @@ def rule(train_pairs: int, labels: int, soft_targets: bool) -> list[Pick]:
     return list(picks.values())
 
 
-def fill_from_data(cfg: DictConfig, train_pairs: int, labels: int, soft_targets: bool) -> list[Pick]:
-    """Set every null setting the rule covers to its pick, in place; returns the picks made (none when the run
-    left nothing to the data)."""
-    made = []
-    for pick in rule(train_pairs, labels, soft_targets):
-        if OmegaConf.select(cfg, pick.key, default="absent") is None:
-            with open_dict(cfg):
-                OmegaConf.update(cfg, pick.key, pick.value, merge=False)
-            made.append(pick)
+def picks_for(cfg: DictConfig, train_pairs: int, labels: int, soft_targets: bool) -> list[Pick]:
+    """The rule's pick for every setting `cfg` left null (none when the run left nothing to the data); `cfg` is
+    only read: nameorigin.training.settings puts the picks into the run's settings."""
+    made = [pick for pick in rule(train_pairs, labels, soft_targets)
+            if OmegaConf.select(cfg, pick.key, default="absent") is None]
     if made:
         log.info("picked from the data: %s", describe(made))
     return made

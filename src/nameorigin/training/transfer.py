@@ -6,7 +6,6 @@ validation picking which one is served."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
 import shutil
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from nameorigin.base.atomic import write_atomically
 from nameorigin.base.checkpoint_io import load_checkpoint
@@ -23,6 +22,7 @@ from nameorigin.base.textnorm import folded_indices
 from nameorigin.config import ModelConfig, TransferShape, TransferUse, from_plain, plain, shape_fields
 from nameorigin.model.charrnn import SHARED_WEIGHTS, cell_layout
 from nameorigin.model.known import KnownNames
+from nameorigin.training.settings import changed
 
 log = logging.getLogger(__name__)
 # Where the transferred candidate of a use=auto run writes its checkpoints and logs, inside the run folder.
@@ -42,7 +42,7 @@ def load_pretrained(path: str, config: ModelConfig) -> dict:
     hp = checkpoint["hyper_parameters"]
     saved = from_plain(ModelConfig, hp["config"])  # a setting the checkpoint predates takes its default
     keys = shape_fields(config, "encoder")
-    # Encoder settings left to the data are the checkpoint's (adopt_encoder puts them into the run's config).
+    # Encoder settings left to the data are the checkpoint's (encoder_settings puts them into the run's settings).
     config = dataclasses.replace(config, **{key: getattr(saved, key) for key in keys if getattr(config, key) is None})
     wrong = [f"{key}={getattr(config, key)} (checkpoint: {getattr(saved, key)})" for key in keys
              if getattr(saved, key) != getattr(config, key)]
@@ -60,16 +60,14 @@ def load_pretrained(path: str, config: ModelConfig) -> dict:
     return checkpoint
 
 
-def adopt_encoder(cfg: DictConfig, checkpoint: dict) -> None:
-    """Encoder settings the run left null (to the data) are the pretrained checkpoint's: its weights decide them."""
+def encoder_settings(cfg: DictConfig, checkpoint: dict) -> dict[str, Any]:
+    """The encoder settings the run left null (to the data), as the pretrained checkpoint has them: its weights
+    decide them ({"model.hidden_size": 256, ...}; `cfg` is only read)."""
     saved = from_plain(ModelConfig, checkpoint["hyper_parameters"]["config"])
     keys = shape_fields(saved, "encoder")
     if cfg.model.get("transfer_features") and saved.ngram_buckets:  # its n-gram head reads n-grams of its length
         keys.append("ngram_max")
-    with open_dict(cfg):
-        for key in keys:
-            if cfg.model.get(key, "absent") is None:
-                cfg.model[key] = plain(saved)[key]
+    return {f"model.{key}": plain(saved)[key] for key in keys if cfg.model.get(key, "absent") is None}
 
 
 def check_held_out(path: str, checkpoint: dict, datamodule: Any) -> None:
@@ -170,17 +168,13 @@ def candidate_config(cfg: DictConfig) -> DictConfig | None:
     if cache and not Path(cache).is_dir():
         raise UserError(f"transfer.known_names_cache={cache} does not exist: it is written by `make pretrain` "
                         "beside the starting point; pass transfer.known_names_cache=null to go without the lookup")
-    candidate = copy.deepcopy(cfg)
-    with open_dict(candidate):
-        candidate.model.init_from = str(path)
-        candidate.model.transfer_features = True
-        candidate.model.known_names_cache = cache
-        candidate.model.evidence_hidden = settings.evidence_hidden
-        candidate.model.pretrained_lr_scale = settings.pretrained_lr_scale
-        candidate.refit.enabled = False  # validation picked it against the plain model: train alone, as compared
-        if settings.use == TransferUse.auto:
-            candidate.paths.output_dir = str(Path(cfg.paths.output_dir) / CANDIDATE_FOLDER)
-    return candidate
+    values = {"model.init_from": str(path), "model.transfer_features": True, "model.known_names_cache": cache,
+              "model.evidence_hidden": settings.evidence_hidden,
+              "model.pretrained_lr_scale": settings.pretrained_lr_scale,
+              "refit.enabled": False}  # validation picked it against the plain model: train alone, as compared
+    if settings.use == TransferUse.auto:
+        values["paths.output_dir"] = str(Path(cfg.paths.output_dir) / CANDIDATE_FOLDER)
+    return changed(cfg, values)
 
 
 def encoder_differences(cfg: DictConfig, path: str) -> list[str]:
