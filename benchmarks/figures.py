@@ -161,11 +161,14 @@ def finetune() -> str:
             f"0 / 1 / 2: test accuracy {per}, **mean {mean['test_acc']:.4f}, macro-F1 {mean['test_macro_f1']:.4f}**.\n")
 
 
+# What a result file's margin.kind names: "sgd" is the scikit-learn SGD model older records were measured against.
+BASELINES = {"lr": "n-gram logistic regression", "ngram": "hashed n-gram linear model", "sgd": "hashed n-gram SGD"}
+
+
 def gender() -> str:
     found = result("first_name_gender")
     metrics, margin = found["metrics"], found["margin"]
-    baseline = ("n-gram logistic regression" if margin["kind"] == "lr" else "hashed n-gram SGD") + \
-        f" ({margin['setting']} on validation)"
+    baseline = f"{BASELINES[margin['kind']]} ({margin['setting']} on validation)"
     return ("| model | test accuracy | test macro-F1 |\n|---|---|---|\n"
             f"| {baseline}, same split | {margin['baseline_acc']:.4f} | {margin['baseline_macro_f1']:.4f} |\n"
             f"| nameorigin `experiment=first_name_gender` | **{metrics['test/acc']:.4f}** | "

@@ -13,15 +13,9 @@ from conftest import TINY, run_dirs, train, write_confusable_corpus
 from nameorigin.config import NetConfig
 from nameorigin.data.names import NamesDataModule
 from nameorigin.model.charrnn import CharRNN
+from nameorigin.model.ngram_linear import LinearFit, fit_full
 from nameorigin.serving.predict import Predictor
-from nameorigin.training.linear_part import (
-    LinearPart,
-    design,
-    fit_penalized,
-    linear_logits,
-    mix_into,
-    pick_mix,
-)
+from nameorigin.training.linear_part import design, linear_logits, mix_into, pick_mix
 from nameorigin.training.margin import logits_in_order
 
 
@@ -42,7 +36,7 @@ def test_the_linear_part_alone_is_scikit_learns_logistic_regression_on_the_same_
     train, val = data.datasets["train"], data.datasets["val"]
     x_train, x_val = design(train, vocab, 4, 4096), design(val, vocab, 4, 4096)
     penalty = 3e-3
-    weight, bias = fit_penalized(x_train, train.targets, None, labels, penalty, iterations=500)
+    weight, bias = fit_full(x_train, train.targets, None, labels, penalty, iterations=500)
     ours = (x_val @ weight + bias).softmax(-1)
 
     def scipy(matrix: torch.Tensor) -> csr_matrix:
@@ -60,7 +54,7 @@ def test_the_linear_part_alone_is_scikit_learns_logistic_regression_on_the_same_
 
 
 def test_the_sparse_products_gradient_is_autograds():
-    from nameorigin.training.linear_part import CountsTimesWeight, transpose
+    from nameorigin.model.ngram_linear import CountsTimesWeight, transpose
 
     torch.manual_seed(0)
     dense = (torch.rand(50, 30) < 0.1).float() * torch.randint(1, 3, (50, 30)).float()
@@ -72,7 +66,7 @@ def test_the_sparse_products_gradient_is_autograds():
 
 
 def test_the_penalties_fall_as_the_table_grows():
-    from nameorigin.training.linear_part import penalties_for
+    from nameorigin.model.ngram_linear import penalties_for
 
     assert penalties_for(14_402) == (1e-4, 3e-5, 1e-5)  # the shipped corpus' training split
     assert penalties_for(446_975) == (3e-6, 1e-6, 3e-7)  # first names -> gender
@@ -86,7 +80,7 @@ def test_the_mixture_is_one_network_of_the_same_shape():
     tokens, lengths = torch.randint(1, 12, (20, 7)), torch.randint(1, 8, (20,))
     dataset = type("Rows", (), {"tokens": tokens, "lengths": lengths, "__len__": lambda self: 20,
                                 "rows": lambda self, idx: (idx, tokens[idx], lengths[idx])})()
-    part = LinearPart(torch.randn(64, 3), torch.randn(3), 1e-4)
+    part = LinearFit(torch.randn(64, 3), torch.randn(3), 1e-4)
     network, linear = logits_in_order(net, dataset, decided=False), linear_logits(part, dataset, 12, 3)
     mix_into(net, part, 0.3)
     assert torch.allclose(logits_in_order(net, dataset, decided=False), 0.7 * linear + 0.3 * network, atol=1e-5)

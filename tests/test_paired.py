@@ -75,7 +75,7 @@ def test_baseline_is_evaluates_not_predicts(trained):
 
 
 def test_precision_at_k_sets_and_the_hashed_baseline_on_the_same_pairs(trained):
-    """precision@K counts each test pair once, as name2nat does; --baseline sgd is scored on the same pairs."""
+    """precision@K counts each test pair once, as name2nat does; --baseline ngram is scored on the same pairs."""
     run, corpus, _ = trained
     checkpoint = run / "checkpoints" / "refit.ckpt"
     predictor = Predictor.from_checkpoint(checkpoint)
@@ -92,29 +92,37 @@ def test_precision_at_k_sets_and_the_hashed_baseline_on_the_same_pairs(trained):
             zip(predictor.predict([name for name, _ in test], top_k=2, abstain=False), test, strict=True)]
     assert at[2] == pytest.approx(sum(top2) / len(test))
 
-    result = compare_with_baseline(predictor, corpus, ours=ours, kind="sgd")
-    assert result["setting"].startswith("alpha=") and result["trained_on"] == "train+val"
+    result = compare_with_baseline(predictor, corpus, ours=ours, kind="ngram")
+    assert result["setting"].startswith("penalty=") and result["trained_on"] == "train+val"
     assert result["baseline_precision_at"][1] == pytest.approx(result["baseline_acc"])
     assert result["margin"] == pytest.approx((result["only_model"] - result["only_baseline"]) / result["size"])
-    shown = run_in_process([NAMEORIGIN, "evaluate", str(checkpoint), str(corpus), "--baseline", "sgd"], cwd=run)
+    shown = run_in_process([NAMEORIGIN, "evaluate", str(checkpoint), str(corpus), "--baseline", "ngram"], cwd=run)
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert f"precision@K  1: {at[1]:.4f}  2: {at[2]:.4f}" in shown.stdout and "90% sets  coverage" in shown.stdout
-    assert f"n-gram SGD  accuracy {result['baseline_acc']:.4f}" in shown.stdout
-    assert f"n-gram SGD  precision@K  1: {result['baseline_acc']:.4f}" in shown.stdout
+    assert f"hashed n-gram softmax  accuracy {result['baseline_acc']:.4f}" in shown.stdout
+    assert f"hashed n-gram softmax  precision@K  1: {result['baseline_acc']:.4f}" in shown.stdout
+    assert f"model                  precision@K  1: {at[1]:.4f}" in shown.stdout
 
 
-def test_the_hashed_baseline_scores_a_two_label_table():
-    """scikit-learn's SGD gives a binary model's scores as one column: precision@K and the predictions still come
-    out per label (the margin of a first-name -> gender run goes through it)."""
+def test_the_hashed_baseline_scores_a_two_label_table(monkeypatch):
+    """A two-label table (the margin of a first-name -> gender run): precision@K and the predictions come out per
+    label; the penalty is picked on validation from the ladder. Past the full fit's size the batch fit stands in,
+    its epochs picked on validation."""
+    from nameorigin.model import ngram_linear
     from nameorigin.training.baseline import fit_hashed_baseline
 
     names = {"F": ["Anna", "Maria", "Sofia", "Julia", "Elena", "Laura", "Clara", "Paula"],
              "M": ["Mark", "Peter", "John", "Frank", "Oscar", "Hugo", "Ivan", "Paul"]}
     pairs = [(n + suffix, label) for label, group in names.items() for n in group for suffix in ("", "x", "y")]
     splits = {"train": pairs[::3] + pairs[1::3], "val": pairs[2::6], "test": pairs[5::6]}
-    result = fit_hashed_baseline(splits, alphas=(1e-4,))
+    result = fit_hashed_baseline(splits)
     assert len(result["test_predictions"]) == len(splits["test"]) and set(result["test_predictions"]) <= {"F", "M"}
     assert result["precision_at"][1] == pytest.approx(result["test_acc"]) and result["precision_at"][2] == 1.0
+    assert result["setting"] == "penalty=0.001" and result["val_acc"] > 0.5  # 32 names: the ladder's strongest end
+    monkeypatch.setattr(ngram_linear, "FIT_LIMIT", 0)
+    batched = fit_hashed_baseline(splits, refit=True)
+    assert batched["setting"].startswith("epochs=") and batched["trained_on"] == "train+val"
+    assert batched["precision_at"][1] == pytest.approx(batched["test_acc"]) and batched["test_acc"] >= 0.5
 
 
 def test_the_nine_runs_pooled_lead_resamples_each_splits_names_once_for_its_runs():

@@ -1,10 +1,11 @@
 """Which rows of a labelled table are probably mislabelled: confident learning (Northcutt et al.; the `cleanlab`
 package, the optional [audit] extra) over out-of-sample probabilities. Each row's probabilities come from the
-n-gram baseline (hashed character 1-4-grams, one softmax over the labels: cheap enough to fit k times) fitted on
-the other folds; the folds are grouped by name, so a name listed under two labels never informs its own row.
-cleanlab scores each row by self-confidence (the probability of its given label) and the suspects are the rows
-scored under a fixed threshold, lowest first; or, with `cleanlab_cut`, cleanlab's own cut (the rows whose given
-label the model doubts more than that label's rows are doubted on average, as many as the noise it estimates).
+project's n-gram linear model (nameorigin.model.ngram_linear: hashed character 1-4-grams, one softmax over the
+labels, fitted by batches: cheap enough to fit k times) fitted on the other folds; the folds are grouped by name, so
+a name listed under two labels never informs its own row. cleanlab scores each row by self-confidence (the
+probability of its given label) and the suspects are the rows scored under a fixed threshold, lowest first; or, with
+`cleanlab_cut`, cleanlab's own cut (the rows whose given label the model doubts more than that label's rows are
+doubted on average, as many as the noise it estimates).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from nameorigin.base.extras import require_extra
+from nameorigin.model import ngram_linear
 
-FOLDS, EPOCHS, BATCH, LEARNING_RATE, BUCKETS = 5, 5, 512, 0.01, 2**18
-MIN_UPDATES = 1000  # a small table gets more epochs: five epochs of a few batches leave the model near uniform
+FOLDS, EPOCHS, BUCKETS = 5, 5, 2**18  # five epochs of nameorigin.model.ngram_linear's batch fit (more on a small table)
 # Picked on the corpus with planted flips at one seed, then read at two others (docs/data-and-evaluation.md).
 THRESHOLD = 0.01
 
@@ -59,17 +60,16 @@ class Audit:
 
 def out_of_sample(pairs: list[tuple[str, str]], labels: list[str], folds: int = FOLDS,
                   seed: int = 0) -> np.ndarray:
-    """[rows, labels] float32: each row's probabilities from the baseline fitted on the folds without it (grouped
-    by name, stratified by label)."""
+    """[rows, labels] float32: each row's probabilities from the n-gram linear model fitted on the folds without it
+    (grouped by name, stratified by label)."""
     require_extra("sklearn", "bench", "nameorigin audit")
+    import torch
     from sklearn.model_selection import StratifiedGroupKFold
-
-    from nameorigin.training.baseline import hashed_ngrams
 
     names = [name for name, _ in pairs]
     index = {label: i for i, label in enumerate(labels)}
     given = np.array([index[label] for _, label in pairs])
-    features = hashed_ngrams(BUCKETS).transform(names).astype(np.float32)
+    counted = ngram_linear.NameCounts(names, buckets=BUCKETS)(names)  # characters only: no label is read
     groups = np.unique(np.array(names, dtype=object), return_inverse=True)[1]
     probabilities = np.zeros((len(pairs), len(labels)), dtype=np.float32)
     splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
@@ -77,54 +77,20 @@ def out_of_sample(pairs: list[tuple[str, str]], labels: list[str], folds: int = 
         warnings.filterwarnings("ignore", "The least populated class", UserWarning)
         splits = list(splitter.split(np.zeros(len(given)), given, groups))
     for fold, (train, held) in enumerate(splits):
-        weights, bias = fit_softmax(features[train], given[train], len(labels), seed + fold)
-        probabilities[held] = softmax_probabilities(weights, bias, features[held])
+        fitted = ngram_linear.fit_batches(rows_of(counted, train), torch.from_numpy(given[train]), len(labels),
+                                          EPOCHS, seed + fold)
+        probabilities[held] = fitted.logits(rows_of(counted, held)).softmax(1).numpy()
     return probabilities
 
 
-def bags(features: Any) -> tuple[Any, Any, Any]:
-    """A CSR matrix as EmbeddingBag's flat input: column ids, each row's first position, the values."""
+def rows_of(counted: Any, rows: np.ndarray) -> Any:
+    """Some rows of a CSR count matrix, as a CSR matrix."""
     import torch
 
-    return (torch.from_numpy(features.indices.astype(np.int64)),
-            torch.from_numpy(features.indptr[:-1].astype(np.int64)), torch.from_numpy(features.data))
-
-
-def fit_softmax(features: Any, given: np.ndarray, classes: int, seed: int) -> tuple[Any, Any]:
-    """Multinomial logistic regression on the hashed n-grams (one softmax over every label, where scikit-learn's
-    SGD fits one binary model per label: 175 of them on NaNa), by Adam on shuffled batches: the n-gram table and
-    the bias."""
-    import torch
-
-    torch.manual_seed(seed)
-    model = torch.nn.EmbeddingBag(features.shape[1], classes, mode="sum", sparse=True)
-    torch.nn.init.zeros_(model.weight)
-    bias = torch.nn.Parameter(torch.zeros(classes))
-    # Sparse: a batch touches a few thousand of the 2^18 n-gram rows, and only those are updated.
-    optimizers = [torch.optim.SparseAdam(model.parameters(), lr=LEARNING_RATE),
-                  torch.optim.Adam([bias], lr=LEARNING_RATE)]
-    targets = torch.from_numpy(given)
-    order = np.random.default_rng(seed)
-    batches = max(len(given) // BATCH, 1)
-    for _ in range(max(EPOCHS, -(-MIN_UPDATES // batches))):
-        for rows in np.array_split(order.permutation(len(given)), batches):
-            logits = model(*bags(features[rows])) + bias
-            loss = torch.nn.functional.cross_entropy(logits, targets[rows])
-            for optimizer in optimizers:
-                optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            for optimizer in optimizers:
-                optimizer.step()
-    return model, bias
-
-
-def softmax_probabilities(model: Any, bias: Any, features: Any) -> np.ndarray:
-    import torch
-
-    with torch.no_grad():
-        chunks = [torch.softmax(model(*bags(features[start:start + BATCH * 8])) + bias, dim=1)
-                  for start in range(0, features.shape[0], BATCH * 8)]
-    return torch.cat(chunks).numpy()
+    ids, offsets, values = ngram_linear.bags(counted, rows)
+    sizes = torch.diff(torch.cat([offsets, torch.tensor([len(ids)])]))
+    crow = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(sizes, 0)])
+    return torch.sparse_csr_tensor(crow, ids, values, (len(rows), counted.shape[1]), check_invariants=False)
 
 
 def audit(pairs: list[tuple[str, str]], folds: int = FOLDS, seed: int = 0, threshold: float = THRESHOLD,

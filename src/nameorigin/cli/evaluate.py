@@ -18,10 +18,11 @@ def evaluate(checkpoint: Checkpoint,
              data: Annotated[Path | None, typer.Argument(exists=True, help="the folder of <Language>.txt files or "
                                                          "the table the checkpoint trained on (default: the corpus "
                                                          "shipped in the package)", show_default=False)] = None,
-             baseline: Annotated[Literal["lr", "sgd"] | None, typer.Option(
+             baseline: Annotated[Literal["lr", "ngram"] | None, typer.Option(
                  help="also fit the char-n-gram baseline on the same split and compare the two on the same test "
-                 "names: lr, TF-IDF + logistic regression, C chosen on validation; sgd, hashed n-grams fitted by "
-                 "SGD, for tables of hundreds of thousands of names")] = None,
+                 "names: lr, TF-IDF + logistic regression, C chosen on validation; ngram, the project's hashed "
+                 "n-gram linear model (the model's linear part alone), for tables of hundreds of thousands of "
+                 "names")] = None,
              known_names: Annotated[Path | None, typer.Option(exists=True, help="a surnames cache (data/surnames): "
                                                               "score the test names found in it and those not "
                                                               "found, apart")] = None,

@@ -1,7 +1,7 @@
 """The reference any char-RNN score is read against: TF-IDF of character 1-4-grams + logistic regression
 (scikit-learn, the optional [bench] extra), trained and scored on the same name-disjoint split as train.py. For
-tables too large for the LR's grid (NaNa's 890k names x 175 labels), the same character n-grams hashed, fitted
-by SGD (fit_hashed_baseline)."""
+tables too large for the LR's grid (NaNa's 890k names x 175 labels), the project's own n-gram linear model
+(fit_hashed_baseline: nameorigin.model.ngram_linear, what the model's linear part is)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from nameorigin.data.batching import TRAINED_ON
 from nameorigin.data.corpus import read_corpus, split_by_name
+from nameorigin.model import ngram_linear
 
 if TYPE_CHECKING:
-    from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
+    from sklearn.feature_extraction.text import TfidfVectorizer
 
 
 def ngram_baseline(data: str, seed: int = 0) -> dict:
@@ -46,7 +48,7 @@ def fit_ngram_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = F
         best = LogisticRegression(C=best.C, max_iter=2000).fit(both, gold["train"] + gold["val"])
         features["test"] = vectorizer.transform(text["test"])
     predicted = best.predict(features["test"])
-    return {"C": best.C, "val_acc": val_acc, "trained_on": TRAINED_ON if refit else "train",
+    return {"C": best.C, "setting": f"C={best.C:g}", "val_acc": val_acc, "trained_on": TRAINED_ON if refit else "train",
             "test_acc": accuracy_score(gold["test"], predicted),
             "test_macro_f1": f1_score(gold["test"], predicted, average="macro"), "seconds": time.time() - start,
             "test_predictions": [str(p) for p in predicted]}
@@ -59,56 +61,55 @@ def tfidf_ngrams() -> TfidfVectorizer:
     return TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 4), sublinear_tf=True)
 
 
-def hashed_ngrams(columns: int = 2**20) -> HashingVectorizer:
-    """Character 1-4-grams within word boundaries, hashed into `columns` columns, each row L2-normalized."""
-    from sklearn.feature_extraction.text import HashingVectorizer
-
-    return HashingVectorizer(analyzer="char_wb", ngram_range=(1, 4), n_features=columns, alternate_sign=False)
-
-
-def fit_hashed_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = False,
-                        alphas: tuple[float, ...] = (1e-6, 3e-7, 1e-7), epochs: int = 5, seed: int = 0) -> dict:
-    """fit_ngram_baseline for large tables: hashed character 1-4-grams + one-vs-rest logistic regression by SGD
-    (log loss), alpha chosen on splits["val"]; with each test pair's predicted label and the rank of its true
-    label, for precision@K and a paired comparison. refit: then fitted again on train + val with that alpha."""
-    import numpy as np
-    from sklearn.linear_model import SGDClassifier
+def fit_hashed_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = False, buckets: int = 2**18,
+                        max_n: int = 4, seed: int = 0) -> dict:
+    """fit_ngram_baseline for large tables: the project's own n-gram linear model (nameorigin.model.ngram_linear,
+    the model's linear part fitted alone) on 1-4-grams hashed into `buckets`; its penalty picked on validation, or
+    past the full fit's size, the batch fit's epochs; with each test pair's predicted label and the rank of its
+    true label, for precision@K and a paired comparison. refit: then fitted again on train + val with that
+    setting."""
     from sklearn.metrics import f1_score
 
-    vectorizer, start = hashed_ngrams(), time.time()
-    features = {s: vectorizer.transform([name for name, _ in pairs]) for s, pairs in splits.items()}
-    gold = {s: np.array([label for _, label in pairs]) for s, pairs in splits.items()}
-
-    def fit(alpha: float, split: str = "train") -> SGDClassifier:
-        from scipy.sparse import vstack
-
-        x, y = (features["train"], gold["train"]) if split == "train" else \
-            (vstack([features["train"], features["val"]]), np.concatenate([gold["train"], gold["val"]]))
-        model = SGDClassifier(loss="log_loss", alpha=alpha, max_iter=epochs, tol=None, n_jobs=-1, random_state=seed)
-        return model.fit(x, y)
-
-    val_acc, best = {}, None  # one model kept at a time: each holds labels x 2^20 weights
-    for alpha in alphas:
-        model = fit(alpha)
-        val_acc[alpha] = float((model.predict(features["val"]) == gold["val"]).mean())
-        if best is None or val_acc[alpha] > val_acc[best[0]]:
-            best = alpha, model
-    alpha, model = best
+    start = time.time()
+    names = {split: [name for name, _ in pairs] for split, pairs in splits.items()}
+    labels = sorted({label for _, label in splits["train"]})
+    column = {label: i for i, label in enumerate(labels)}
+    gold = {split: torch.tensor([column.get(label, -1) for _, label in pairs]) for split, pairs in splits.items()}
+    counted = ngram_linear.NameCounts(names["train"], max_n, buckets)
+    x = {split: counted(names[split]) for split in splits}
+    full = ngram_linear.products(x["train"], len(labels)) <= ngram_linear.FIT_LIMIT
+    if full:
+        fitted = ngram_linear.fit_on_validation((x["train"], gold["train"], None), (x["val"], gold["val"]),
+                                                len(labels))
+        setting = f"penalty={fitted.penalty:g}"
+    else:
+        fitted = ngram_linear.fit_batches(x["train"], gold["train"], len(labels), seed=seed,
+                                          val=(x["val"], gold["val"]))
+        setting = f"epochs={max(fitted.val_acc, key=lambda epoch: (fitted.val_acc[epoch], -epoch))}"
+    val_acc = max(fitted.val_acc.values())
     if refit:
-        model = fit(alpha, "train+val")
-    scores = model.decision_function(features["test"])
-    if scores.ndim == 1:  # two labels: scikit-learn gives the second label's score alone
-        scores = np.stack([-scores, scores], axis=1)
-    column = {label: i for i, label in enumerate(model.classes_)}
-    truth = np.array([column.get(label, -1) for label in gold["test"]])
-    true_score = scores[np.arange(len(truth)), np.maximum(truth, 0)]
-    rank = np.where(truth >= 0, (scores > true_score[:, None]).sum(1), len(column))  # a label train never had
-    predicted = model.classes_[scores.argmax(1)]
-    return {"alpha": alpha, "val_acc": val_acc, "trained_on": TRAINED_ON if refit else "train",
-            "test_acc": float((predicted == gold["test"]).mean()),
-            "test_macro_f1": float(f1_score(gold["test"], predicted, average="macro")),
-            "precision_at": {k: float((rank < k).mean()) for k in range(1, min(5, scores.shape[1]) + 1)},
-            "seconds": time.time() - start, "test_predictions": [str(p) for p in predicted]}
+        # a validation label training never had cannot be fitted: its names stay out
+        pairs = [(name, column[label]) for name, label in splits["train"] + splits["val"] if label in column]
+        counted = ngram_linear.NameCounts([name for name, _ in pairs], max_n, buckets)
+        both, targets = counted([name for name, _ in pairs]), torch.tensor([label for _, label in pairs])
+        if full:
+            fitted = ngram_linear.LinearFit(*ngram_linear.fit_full(both, targets, None, len(labels), fitted.penalty),
+                                            fitted.penalty)
+        else:
+            fitted = ngram_linear.fit_batches(both, targets, len(labels), epochs=int(setting.split("=")[1]),
+                                              seed=seed)
+        x["test"] = counted(names["test"])
+    scores = fitted.logits(x["test"])
+    truth = gold["test"]
+    true_score = scores.gather(1, truth.clamp_min(0)[:, None])
+    rank = torch.where(truth >= 0, (scores > true_score).sum(1), len(labels))  # a label train never had
+    predicted = [labels[i] for i in scores.argmax(1).tolist()]
+    truth_names = [label for _, label in splits["test"]]
+    return {"setting": setting, "val_acc": val_acc, "trained_on": TRAINED_ON if refit else "train",
+            "test_acc": float(np.mean([p == t for p, t in zip(predicted, truth_names, strict=True)])),
+            "test_macro_f1": float(f1_score(truth_names, predicted, average="macro")),
+            "precision_at": {k: float((rank < k).double().mean()) for k in range(1, min(5, len(labels)) + 1)},
+            "seconds": time.time() - start, "test_predictions": predicted}
 
 
 def expanded_rows(targets: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -128,25 +129,24 @@ def fit_share_baseline(names: dict[str, list[str]], targets: dict[str, np.ndarra
                        hashed: bool, refit: bool = False) -> dict:
     """The n-gram baseline fitted to what a share or weighted table's run fits: each name's label shares as targets,
     weighted by its weight (targets: [names, labels] shares, one-hot without share columns; weights: ones without a
-    weight column). The TF-IDF LR (C) or, for large tables, the hashed SGD model (alpha), the setting picked on
-    validation by person-weighted accuracy; refit: then fitted again on train + val. Returns the test names'
-    label probabilities."""
+    weight column). The TF-IDF LR (C) or, for large tables, the project's hashed n-gram linear model (its penalty),
+    the setting picked on validation by person-weighted accuracy; refit: then fitted again on train + val. Returns
+    the test names' label probabilities."""
+    if hashed:
+        return fit_hashed_share_baseline(names, targets, weights, refit)
     from scipy.sparse import vstack
-    from sklearn.linear_model import LogisticRegression, SGDClassifier
+    from sklearn.linear_model import LogisticRegression
 
     start = time.time()
-    vectorizer = hashed_ngrams() if hashed else tfidf_ngrams()
-    features = {"train": vectorizer.fit_transform(names["train"])} if not hashed else {}
+    vectorizer = tfidf_ngrams()
+    features = {"train": vectorizer.fit_transform(names["train"])}
     features.update({s: vectorizer.transform(names[s]) for s in names if s not in features})
-    settings = (1e-6, 3e-7, 1e-7) if hashed else (1, 3, 10, 30)
 
     def fit(setting: float, splits: tuple[str, ...]) -> Any:
         x = vstack([features[s] for s in splits])
         rows, columns, sample_weight = expanded_rows(np.concatenate([targets[s] for s in splits]),
                                                      np.concatenate([weights[s] for s in splits]))
-        model = SGDClassifier(loss="log_loss", alpha=setting, max_iter=5, tol=None, random_state=0) if hashed \
-            else LogisticRegression(C=setting, max_iter=2000)
-        return model.fit(x[rows], columns, sample_weight=sample_weight)
+        return LogisticRegression(C=setting, max_iter=2000).fit(x[rows], columns, sample_weight=sample_weight)
 
     def probabilities(model: Any, split: str) -> np.ndarray:
         full = np.zeros((len(names[split]), targets[split].shape[1]))
@@ -154,12 +154,39 @@ def fit_share_baseline(names: dict[str, list[str]], targets: dict[str, np.ndarra
         return full
 
     scored = {}
-    for setting in settings:
+    for setting in (1, 3, 10, 30):
         model = fit(setting, ("train",))
         scored[setting] = person_weighted_accuracy(targets["val"], weights["val"],
                                                    probabilities(model, "val").argmax(1)), model
     setting = max(scored, key=lambda s: scored[s][0])
     model = fit(setting, ("train", "val")) if refit else scored[setting][1]
-    name = "alpha" if hashed else "C"
-    return {"setting": f"{name}={setting:g}", "val_person_acc": scored[setting][0],
+    return {"setting": f"C={setting:g}", "val_person_acc": scored[setting][0],
             "test_probabilities": probabilities(model, "test"), "seconds": time.time() - start}
+
+
+def fit_hashed_share_baseline(names: dict[str, list[str]], targets: dict[str, np.ndarray],
+                              weights: dict[str, np.ndarray], refit: bool, buckets: int = 2**18,
+                              max_n: int = 4) -> dict:
+    """fit_share_baseline's large-table model: nameorigin.model.ngram_linear's full fit against the shares,
+    weighted, its penalty picked on validation by person-weighted accuracy (the model's linear part, alone)."""
+    start = time.time()
+    shares = {split: torch.from_numpy(values).float() for split, values in targets.items()}
+    weight = {split: torch.from_numpy(values).float() for split, values in weights.items()}
+    counted = ngram_linear.NameCounts(names["train"], max_n, buckets)
+    x = {split: counted(names[split]) for split in names}
+    labels, scored, fitted = targets["train"].shape[1], {}, None
+    for penalty in ngram_linear.penalties_for(len(names["train"])):
+        fitted = ngram_linear.fit_full(x["train"], shares["train"], weight["train"], labels, penalty, fitted)
+        predicted = (x["val"] @ fitted[0] + fitted[1]).argmax(1).numpy()
+        scored[penalty] = person_weighted_accuracy(targets["val"], weights["val"], predicted), fitted
+    penalty = max(scored, key=lambda p: scored[p][0])
+    weight_matrix, bias = scored[penalty][1]
+    if refit:
+        counted = ngram_linear.NameCounts(names["train"] + names["val"], max_n, buckets)
+        weight_matrix, bias = ngram_linear.fit_full(
+            counted(names["train"] + names["val"]), torch.cat([shares["train"], shares["val"]]),
+            torch.cat([weight["train"], weight["val"]]), labels, penalty)
+        x["test"] = counted(names["test"])
+    probabilities = (x["test"] @ weight_matrix + bias).softmax(1).double().numpy()
+    return {"setting": f"penalty={penalty:g}", "val_person_acc": scored[penalty][0],
+            "test_probabilities": probabilities, "seconds": time.time() - start}

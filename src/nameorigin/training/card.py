@@ -154,9 +154,9 @@ def test_section(run: Run) -> list[str]:
           if run.label_rows and weakest_line(run.label_rows, label) else []),
         *([f"- **Margin over the n-gram baseline** on these test names: {margin_line(checkpoint['margin'])}; "
            f"exact McNemar p = {checkpoint['margin']['p']:.3g}."] if checkpoint.get("margin") else []),
-        ("- The reference on this same split is a logistic regression over hashed character 1-4-grams fitted by "
-         f"SGD: `nameorigin evaluate CKPT {root} --baseline sgd` fits it "
-         "(alpha chosen on " if run.large else
+        ("- The reference on this same split is the project's own linear model over hashed character 1-4-grams "
+         f"(the model's linear part alone): `nameorigin evaluate CKPT {root} --baseline ngram` fits it "
+         "(its penalty chosen on " if run.large else
          "- The reference on this same split is a logistic regression over character 1-4-grams: "
          f"`nameorigin evaluate CKPT {root} --baseline lr` fits it (C chosen on ")
         + f"validation{', then refitted on train + validation as this model was' if run.refitted else ''}) and "

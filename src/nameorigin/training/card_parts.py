@@ -45,7 +45,8 @@ def folder_source(root: str | None) -> str:
 
 
 
-LARGE_TABLE = 200_000  # training pairs past which the card points at the SGD baseline: the LR grid takes hours
+# Training pairs past which the card points at the hashed n-gram baseline: the LR grid takes hours.
+LARGE_TABLE = 200_000
 
 
 def plural(word: str) -> str:

@@ -3,8 +3,9 @@ validation, so the model is never worse there than its linear part alone.
 
 The n-gram head (nameorigin.model.ngram) is a linear model over a name's hashed character n-grams. Trained with
 the network (same optimizer, learning rate and epochs) it memorizes its names within an epoch or two on large
-tables. Here it is also fitted alone, before the network: softmax regression on the n-gram counts with an L2
-penalty, full-batch L-BFGS to convergence (convex, so one answer), the penalty picked on validation from a grid.
+tables. Here it is also fitted alone (nameorigin.model.ngram_linear, the project's one n-gram linear model):
+softmax regression on the n-gram counts with an L2 penalty, full-batch L-BFGS to convergence (convex, so one
+answer), the penalty picked on validation from a ladder.
 Then the network trains as it always has, its own n-gram head included, and the two are mixed:
 
     logits = (1 - w) * linear(name) + w * network(name)
@@ -20,54 +21,24 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
+from nameorigin.model import ngram_linear
 from nameorigin.model.ensemble import named_members
-from nameorigin.model.ngram import ngram_ids
+from nameorigin.model.ngram_linear import FIT_LIMIT, LinearFit
 from nameorigin.training.margin import has_pairs, logits_in_order
 
 log = logging.getLogger(__name__)
 
-# L2 on the weights, strongest first (each fit warm-starts the next): those of this ladder whose product with the
-# training names lies in PENALTY_TIMES_NAMES (the loss is a mean over names, so the right penalty falls as a table
-# grows; on the 18-language corpus' 14k names: 1e-4, 3e-5, 1e-5).
-LADDER = (1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7, 3e-8)
-PENALTY_TIMES_NAMES = (0.1, 3.0)
 MIXES = tuple(i / 20 for i in range(21))  # the network's weight w, picked on validation
-# Past this many (n-gram, label) products per pass the full-batch fit would take minutes: the head then trains
-# with the network alone, and the run says so.
-FIT_LIMIT = 3e9
-
-
-@dataclass
-class LinearPart:
-    """What the fit found: the weights [buckets, labels] and bias, the penalty, and validation accuracies."""
-
-    weight: torch.Tensor
-    bias: torch.Tensor
-    penalty: float
-    val_acc: dict[str, float] = field(default_factory=dict)  # penalty -> accuracy of the linear part alone
-    seconds: float = 0.0
-
-    def summary(self) -> dict[str, Any]:
-        return {"penalty": self.penalty, "val_acc_by_penalty": self.val_acc, "seconds": round(self.seconds, 1)}
 
 
 def design(dataset: Any, vocab_size: int, max_n: int, buckets: int) -> torch.Tensor:
-    """The n-gram count matrix [names, buckets] of a split, sparse (CSR), hashed exactly as the n-gram head."""
-    ids, real = ngram_ids(dataset.tokens.long(), dataset.lengths, vocab_size, max_n, buckets)
-    rows = torch.arange(len(ids))[:, None].expand_as(ids)
-    index = torch.stack([rows[real], ids[real]])
-    counts = torch.sparse_coo_tensor(index, torch.ones(index.shape[1]), (len(ids), buckets),
-                                     check_invariants=False).coalesce()  # built from in-range ids
-    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta": nothing a user can act on
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support", category=UserWarning)
-        return counts.to_sparse_csr()
+    """A split's n-gram count matrix, hashed exactly as the model's n-gram head."""
+    return ngram_linear.counts(dataset.tokens, dataset.lengths, vocab_size, max_n, buckets)
 
 
 def targets_of(dataset: Any, soft: bool) -> torch.Tensor:
@@ -78,93 +49,36 @@ def targets_of(dataset: Any, soft: bool) -> torch.Tensor:
     return shares / shares.sum(1, keepdim=True).clamp_min(1e-12)
 
 
-class CountsTimesWeight(torch.autograd.Function):
-    """counts @ weight for a sparse CSR `counts`, its backward through the transpose built once: autograd's own
-    backward of a sparse product transposes the matrix at every step, which dominates the fit on a large table."""
-
-    @staticmethod
-    def forward(ctx: Any, weight: torch.Tensor, counts: torch.Tensor, transposed: torch.Tensor) -> torch.Tensor:
-        ctx.transposed = transposed
-        return counts @ weight
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        return ctx.transposed @ grad, None, None
-
-
-def transpose(counts: torch.Tensor) -> torch.Tensor:
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support", category=UserWarning)
-        return counts.to_sparse_coo().t().coalesce().to_sparse_csr()
-
-
-def fit_penalized(features: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor | None, labels: int,
-                  penalty: float, start: tuple[torch.Tensor, torch.Tensor] | None = None,
-                  iterations: int = 100) -> tuple[torch.Tensor, torch.Tensor]:
-    """Softmax regression with penalty/2 ||W||^2, full-batch L-BFGS (strong Wolfe line search)."""
-    weight = (torch.zeros(features.shape[1], labels) if start is None else start[0].clone()).requires_grad_()
-    bias = (torch.zeros(labels) if start is None else start[1].clone()).requires_grad_()
-    optimizer = torch.optim.LBFGS([weight, bias], lr=1, max_iter=iterations, history_size=20,
-                                  line_search_fn="strong_wolfe", tolerance_grad=1e-7, tolerance_change=1e-10)
-    transposed = transpose(features)
-
-    def closure() -> torch.Tensor:
-        optimizer.zero_grad()
-        per_name = F.cross_entropy(CountsTimesWeight.apply(weight, features, transposed) + bias, targets,
-                                   reduction="none")
-        loss = per_name.mean() if weights is None else (per_name * weights).sum() / weights.sum()
-        loss = loss + penalty / 2 * (weight * weight).sum()
-        loss.backward()
-        return loss
-
-    optimizer.step(closure)
-    return weight.detach(), bias.detach()
-
-
 def fits(datamodule: Any, buckets: int, max_n: int) -> bool:
-    """Whether the full-batch fit is cheap enough for this table (FIT_LIMIT)."""
+    """Whether the full-batch fit is cheap enough for this table (ngram_linear.FIT_LIMIT), judged before the
+    counts are built."""
     train = datamodule.datasets["train"]
     products = float(train.lengths.sum() + 2 * len(train)) * max_n * len(datamodule.labels)
     return buckets > 0 and products <= FIT_LIMIT
 
 
-def penalties_for(names: int) -> tuple[float, ...]:
-    low, high = PENALTY_TIMES_NAMES
-    fitting = tuple(p for p in LADDER if low <= p * names <= high)
-    return fitting or ((LADDER[0],) if LADDER[0] * names < low else (LADDER[-1],))  # a tiny or a huge table
-
-
 def fit_linear_part(datamodule: Any, buckets: int, max_n: int, soft: bool,
-                    penalties: tuple[float, ...] | None = None) -> LinearPart:
+                    penalties: tuple[float, ...] | None = None) -> LinearFit:
     """The linear part on the training split, its penalty picked on validation (accuracy against each name's
     label, or majority label for shares)."""
-    start_time = time.perf_counter()
-    vocab, labels = len(datamodule.vocab), len(datamodule.labels)
+    vocab = len(datamodule.vocab)
     train, val = datamodule.datasets["train"], datamodule.datasets["val"]
-    x_train, x_val = design(train, vocab, max_n, buckets), design(val, vocab, max_n, buckets)
-    y_train = targets_of(train, soft)
-    best, start, accuracy = None, None, {}
-    for penalty in penalties or penalties_for(len(train)):
-        start = fit_penalized(x_train, y_train, train.weights, labels, penalty, start)
-        accuracy[penalty] = float(((x_val @ start[0] + start[1]).argmax(1) == val.targets).double().mean())
-        if best is None or accuracy[penalty] > accuracy[best[0]]:
-            best = penalty, start
-    penalty, (weight, bias) = best
-    return LinearPart(weight, bias, penalty, accuracy, time.perf_counter() - start_time)
+    return ngram_linear.fit_on_validation(
+        (design(train, vocab, max_n, buckets), targets_of(train, soft), train.weights),
+        (design(val, vocab, max_n, buckets), val.targets), len(datamodule.labels), penalties)
 
 
-def refit_linear_part(datamodule: Any, buckets: int, max_n: int, soft: bool, penalty: float) -> LinearPart:
+def refit_linear_part(datamodule: Any, buckets: int, max_n: int, soft: bool, penalty: float) -> LinearFit:
     """The linear part again on the refit's training split (train + validation), with the penalty picked before."""
     start_time = time.perf_counter()
     train = datamodule.datasets["train"]
-    weight, bias = fit_penalized(design(train, len(datamodule.vocab), max_n, buckets), targets_of(train, soft),
-                                 train.weights, len(datamodule.labels), penalty)
-    return LinearPart(weight, bias, penalty, seconds=time.perf_counter() - start_time)
+    weight, bias = ngram_linear.fit_full(design(train, len(datamodule.vocab), max_n, buckets),
+                                         targets_of(train, soft), train.weights, len(datamodule.labels), penalty)
+    return LinearFit(weight, bias, penalty, seconds=time.perf_counter() - start_time)
 
 
-@torch.no_grad()
-def linear_logits(part: LinearPart, dataset: Any, vocab_size: int, max_n: int) -> torch.Tensor:
-    return design(dataset, vocab_size, max_n, part.weight.shape[0]) @ part.weight + part.bias
+def linear_logits(part: LinearFit, dataset: Any, vocab_size: int, max_n: int) -> torch.Tensor:
+    return part.logits(design(dataset, vocab_size, max_n, part.weight.shape[0]))
 
 
 def pick_mix(network: torch.Tensor, linear: torch.Tensor, targets: torch.Tensor) -> tuple[float, dict[str, float]]:
@@ -176,7 +90,7 @@ def pick_mix(network: torch.Tensor, linear: torch.Tensor, targets: torch.Tensor)
 
 
 @torch.no_grad()
-def mix_into(net: Any, part: LinearPart, w: float) -> None:
+def mix_into(net: Any, part: LinearFit, w: float) -> None:
     """Make `net` (a CharRNN whose readout is head + n-gram head) compute (1 - w) linear + w network."""
     net.head.weight.mul_(w)
     net.head.bias.mul_(w).add_((1 - w) * part.bias)

@@ -1,8 +1,9 @@
 """Every run's margin over the n-gram baseline: after the test, the project's n-gram baseline is fitted on the run's
 own split (nameorigin.training.baseline: the TF-IDF logistic regression, or past HASHED_PAST training pairs the
-hashed SGD model; C or alpha chosen on validation, and refitted on train + validation when the model was), both
-are scored on the same test names, and the difference in accuracy gets a 95 % paired bootstrap interval and an
-exact McNemar test. `margin.enabled=false` turns the step off (its cost: docs/data-and-evaluation.md).
+project's own hashed n-gram linear model; its setting chosen on validation, and refitted on train + validation
+when the model was), both are scored on the same test names, and the difference in accuracy gets a 95 % paired
+bootstrap interval and an exact McNemar test. `margin.enabled=false` turns the step off (its cost:
+docs/data-and-evaluation.md).
 """
 
 from __future__ import annotations
@@ -17,7 +18,11 @@ import torch
 
 log = logging.getLogger(__name__)
 
-HASHED_PAST = 200_000  # training pairs past which the LR's grid is too slow and the hashed SGD model stands in
+HASHED_PAST = 200_000  # training pairs past which the LR's grid is too slow and the hashed n-gram model stands in
+
+
+# What the margin's line calls each baseline.
+BASELINE_NAMES = {"lr": "n-gram LR", "ngram": "hashed n-gram softmax"}
 
 
 def mcnemar_p(only_first: int, only_second: int) -> float:
@@ -91,8 +96,8 @@ def run_margin(datamodule: Any, net: Any, labels: list[str]) -> dict[str, Any]:
 
     start = time.perf_counter()
     splits, refitted = datamodule.splits, getattr(datamodule, "trained_on", "train") == TRAINED_ON
-    kind = "sgd" if len(splits["train"]) > HASHED_PAST else "lr"
-    baseline = (fit_hashed_baseline if kind == "sgd" else fit_ngram_baseline)(splits, refit=refitted)
+    kind = "ngram" if len(splits["train"]) > HASHED_PAST else "lr"
+    baseline = (fit_hashed_baseline if kind == "ngram" else fit_ngram_baseline)(splits, refit=refitted)
     truth = [label for _, label in splits["test"]]
     logits = logits_in_order(net, datamodule.datasets["test"])
     predicted = [labels[i] for i in logits.argmax(1).tolist()]
@@ -101,7 +106,7 @@ def run_margin(datamodule: Any, net: Any, labels: list[str]) -> dict[str, Any]:
     model_f1, baseline_f1 = macro_f1(truth, predicted), macro_f1(truth, baseline["test_predictions"])
     like = like_for_like(datamodule, logits, refitted) if fits_shares_or_weights(datamodule) else None
     ranked = ranked_precision(logits, truth, labels, baseline) if "precision_at" in baseline else {}
-    return {"kind": kind, "setting": f"C={baseline['C']:g}" if kind == "lr" else f"alpha={baseline['alpha']:g}",
+    return {"kind": kind, "setting": baseline["setting"],
             "trained_on": baseline["trained_on"], "size": len(truth),
             "model_acc": float(model_correct.double().mean()), "baseline_acc": baseline["test_acc"],
             "margin": float(model_correct.double().mean()) - baseline["test_acc"],
@@ -196,7 +201,7 @@ def margin_line(result: dict[str, Any]) -> str:
         return (f"{like_for_like_line(result['like_for_like'])}; per name, majority label: "
                 f"{margin_line({k: v for k, v in result.items() if k != 'like_for_like'})}")
     low, high = (100 * x for x in result["interval"])
-    name = "n-gram LR" if result["kind"] == "lr" else "hashed n-gram SGD"
+    name = BASELINE_NAMES[result["kind"]]
     return (f"{100 * result['margin']:+.2f} points of test accuracy over the {name} ({result['setting']}, "
             f"{result['baseline_acc']:.4f} on the same {result['size']:,} names; 95% paired interval "
             f"[{low:+.2f}, {high:+.2f}]); macro-F1 {100 * result['macro_f1_margin']:+.2f} "
