@@ -13,7 +13,7 @@ from nameorigin.analysis.evaluate import checkpoint_splits, evaluate
 from nameorigin.analysis.paired import compare_with_baseline
 from nameorigin.serving.predict import Predictor
 from nameorigin.training.baseline import fit_ngram_baseline
-from nameorigin.training.margin import bootstrap_margin, mcnemar_p
+from nameorigin.training.margin import bootstrap_margin, margin_line, mcnemar_p
 
 PREDICT = str(ROOT / "scripts" / "predict.py")
 
@@ -58,13 +58,15 @@ def test_predict_compares_the_checkpoint_with_the_baseline_name_by_name(trained)
 
     shown = run_in_process([NAMEORIGIN, "evaluate", str(checkpoint), str(corpus), "--baseline", "lr"], cwd=run)
     assert shown.returncode == 0, shown.stderr[-2000:]
-    margin = re.search(r"margin\s+([+-]\d+\.\d+) points", shown.stdout)
+    # One formatter: the run's margin line, for the comparison fitted now.
+    assert f"fitted now: {margin_line(result)}\n" in shown.stdout
+    margin = re.search(r"fitted now: ([+-]\d+\.\d+) points", shown.stdout)
     assert margin and float(margin.group(1)) == pytest.approx(100 * result["margin"], abs=0.006)
-    assert f"n-gram LR   accuracy {baseline['test_acc']:.4f}" in shown.stdout
-    assert "refitted on train + validation, as the model was" in shown.stdout
+    assert f"n-gram LR (C={baseline['C']:g}; refitted on train + validation, as the model was, " \
+           f"{baseline['test_acc']:.4f} on the same" in shown.stdout
     best = run_in_process([NAMEORIGIN, "evaluate", str(run / "checkpoints" / "best.ckpt"), str(corpus),
                            "--baseline", "lr"], cwd=run)
-    assert best.returncode == 0 and "chosen on validation)" in best.stdout and "refitted" not in best.stdout
+    assert best.returncode == 0 and "n-gram LR (C=" in best.stdout and "refitted" not in best.stdout
 
 
 def test_baseline_is_evaluates_not_predicts(trained):
@@ -99,9 +101,9 @@ def test_precision_at_k_sets_and_the_hashed_baseline_on_the_same_pairs(trained):
     shown = run_in_process([NAMEORIGIN, "evaluate", str(checkpoint), str(corpus), "--baseline", "ngram"], cwd=run)
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert f"precision@K  1: {at[1]:.4f}  2: {at[2]:.4f}" in shown.stdout and "90% sets  coverage" in shown.stdout
-    assert f"hashed n-gram softmax  accuracy {result['baseline_acc']:.4f}" in shown.stdout
-    assert f"hashed n-gram softmax  precision@K  1: {result['baseline_acc']:.4f}" in shown.stdout
-    assert f"model                  precision@K  1: {at[1]:.4f}" in shown.stdout
+    assert f"over the hashed n-gram softmax ({result['setting']}; refitted" in shown.stdout
+    assert f"precision@1-4 {' '.join(f'{at[k]:.4f}' for k in (1, 2, 3, 4))} vs " \
+           f"{result['baseline_precision_at'][1]:.4f} " in shown.stdout
 
 
 def test_the_hashed_baseline_scores_a_two_label_table(monkeypatch):

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from nameorigin.data.batching import TRAINED_ON
+
 log = logging.getLogger(__name__)
 
 HASHED_PAST = 200_000  # training pairs past which the LR's grid is too slow and the hashed n-gram model stands in
@@ -55,6 +57,29 @@ def bootstrap_margin(first_correct: torch.Tensor, second_correct: torch.Tensor, 
     return float(low), float(high)
 
 
+def compare(model_correct: torch.Tensor, model_macro_f1: float, baseline: dict, kind: str) -> dict[str, Any]:
+    """The model beside a fitted baseline (nameorigin.training.baseline's result, with its test predictions scored
+    into baseline["correct"]) on the same test names: both accuracies and macro-F1s, the margin, and the paired
+    statistics. The run's margin and `nameorigin evaluate --baseline` both state this."""
+    baseline_correct = baseline["correct"]
+    model_acc = float(model_correct.double().mean())
+    return {"kind": kind, "setting": baseline["setting"], "trained_on": baseline["trained_on"],
+            "size": len(model_correct), "model_acc": model_acc, "baseline_acc": baseline["test_acc"],
+            "margin": model_acc - baseline["test_acc"], "model_macro_f1": model_macro_f1,
+            "baseline_macro_f1": baseline["test_macro_f1"],
+            "macro_f1_margin": model_macro_f1 - baseline["test_macro_f1"], **paired(model_correct, baseline_correct)}
+
+
+def fitted_baseline(kind: str, splits: dict[str, list[tuple[str, str]]], refit: bool) -> dict:
+    """The baseline of `kind` fitted on the splits, its test predictions scored against the test labels."""
+    from nameorigin.training.baseline import fit_hashed_baseline, fit_ngram_baseline
+
+    baseline = (fit_hashed_baseline if kind == "ngram" else fit_ngram_baseline)(splits, refit=refit)
+    baseline["correct"] = torch.tensor([p == label for p, (_, label) in zip(baseline["test_predictions"],
+                                                                               splits["test"], strict=True)])
+    return baseline
+
+
 def paired(first_correct: torch.Tensor, second_correct: torch.Tensor) -> dict[str, Any]:
     """Where two models' answers on the same names differ: the counts, McNemar's p and the margin's interval."""
     only_first = int((first_correct & ~second_correct).sum())
@@ -91,27 +116,17 @@ def has_pairs(datamodule: Any) -> bool:
 
 def run_margin(datamodule: Any, net: Any, labels: list[str]) -> dict[str, Any]:
     """The model (`net`, as tested) beside the n-gram baseline on the run's test split, name by name."""
-    from nameorigin.data.batching import TRAINED_ON
-    from nameorigin.training.baseline import fit_hashed_baseline, fit_ngram_baseline
-
     start = time.perf_counter()
     splits, refitted = datamodule.splits, getattr(datamodule, "trained_on", "train") == TRAINED_ON
     kind = "ngram" if len(splits["train"]) > HASHED_PAST else "lr"
-    baseline = (fit_hashed_baseline if kind == "ngram" else fit_ngram_baseline)(splits, refit=refitted)
+    baseline = fitted_baseline(kind, splits, refitted)
     truth = [label for _, label in splits["test"]]
     logits = logits_in_order(net, datamodule.datasets["test"])
     predicted = [labels[i] for i in logits.argmax(1).tolist()]
     model_correct = torch.tensor([p == t for p, t in zip(predicted, truth, strict=True)])
-    baseline_correct = torch.tensor([p == t for p, t in zip(baseline["test_predictions"], truth, strict=True)])
-    model_f1, baseline_f1 = macro_f1(truth, predicted), macro_f1(truth, baseline["test_predictions"])
     like = like_for_like(datamodule, logits, refitted) if fits_shares_or_weights(datamodule) else None
     ranked = ranked_precision(logits, truth, labels, baseline) if "precision_at" in baseline else {}
-    return {"kind": kind, "setting": baseline["setting"],
-            "trained_on": baseline["trained_on"], "size": len(truth),
-            "model_acc": float(model_correct.double().mean()), "baseline_acc": baseline["test_acc"],
-            "margin": float(model_correct.double().mean()) - baseline["test_acc"],
-            "model_macro_f1": model_f1, "baseline_macro_f1": baseline_f1, "macro_f1_margin": model_f1 - baseline_f1,
-            **paired(model_correct, baseline_correct), **ranked, "like_for_like": like,
+    return {**compare(model_correct, macro_f1(truth, predicted), baseline, kind), **ranked, "like_for_like": like,
             "seconds": round(time.perf_counter() - start, 1)}
 
 
@@ -195,17 +210,25 @@ def like_for_like_line(result: dict[str, Any]) -> str:
 
 
 def margin_line(result: dict[str, Any]) -> str:
-    """One line for the results block, train.log and nameorigin evaluate: on a share or weighted table, the
-    like-for-like comparison first, then the per-name majority one."""
+    """The one way a comparison with the baseline is written (compare's result): in the results block, train.log,
+    the card and `nameorigin evaluate`. On a share or weighted table, the like-for-like comparison first, then the
+    per-name majority one; precision@K of both where the baseline ranks its labels."""
     if result.get("like_for_like"):
         return (f"{like_for_like_line(result['like_for_like'])}; per name, majority label: "
                 f"{margin_line({k: v for k, v in result.items() if k != 'like_for_like'})}")
     low, high = (100 * x for x in result["interval"])
     name = BASELINE_NAMES[result["kind"]]
-    return (f"{100 * result['margin']:+.2f} points of test accuracy over the {name} ({result['setting']}, "
+    refitted = "; refitted on train + validation, as the model was" if result.get("trained_on") == TRAINED_ON else ""
+    line = (f"{100 * result['margin']:+.2f} points of test accuracy over the {name} ({result['setting']}{refitted}, "
             f"{result['baseline_acc']:.4f} on the same {result['size']:,} names; 95% paired interval "
             f"[{low:+.2f}, {high:+.2f}]); macro-F1 {100 * result['macro_f1_margin']:+.2f} "
             f"({result['model_macro_f1']:.4f} vs {result['baseline_macro_f1']:.4f})")
+    if result.get("baseline_precision_at") and result.get("model_precision_at"):
+        model, baseline = (sorted((int(k), v) for k, v in result[side].items())
+                           for side in ("model_precision_at", "baseline_precision_at"))
+        line += (f"; precision@1-{model[-1][0]} {' '.join(f'{v:.4f}' for _, v in model)} vs "
+                 f"{' '.join(f'{v:.4f}' for _, v in baseline)}")
+    return line
 
 
 def measure_margin(model: Any, datamodule: Any, loggers: list) -> dict[str, Any]:
