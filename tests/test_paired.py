@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -104,6 +105,13 @@ def test_precision_at_k_sets_and_the_hashed_baseline_on_the_same_pairs(trained):
     assert f"over the hashed n-gram softmax ({result['setting']}; refitted" in shown.stdout
     assert f"precision@1-4 {' '.join(f'{at[k]:.4f}' for k in (1, 2, 3, 4))} vs " \
            f"{result['baseline_precision_at'][1]:.4f} " in shown.stdout
+    as_json = run_in_process([NAMEORIGIN, "evaluate", str(checkpoint), str(corpus), "--baseline", "ngram", "--format",
+                              "json"], cwd=run)
+    assert as_json.returncode == 0, as_json.stderr[-2000:]
+    report = json.loads(as_json.stdout)
+    assert report["accuracy"] == pytest.approx(ours["accuracy"]) and report["baseline"]["kind"] == "ngram"
+    assert report["baseline"]["margin"] == pytest.approx(result["margin"])
+    assert report["baseline"]["baseline_precision_at"]["1"] == pytest.approx(result["baseline_acc"])
 
 
 def test_the_hashed_baseline_scores_a_two_label_table(monkeypatch):

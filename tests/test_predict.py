@@ -140,7 +140,7 @@ def test_usage_errors_exit_2_without_a_traceback(checkpoint, tmp_path, flags, me
     (["evaluate", "{ckpt}", "no-such-folder"], "'no-such-folder' does not exist"),
     (["evaluate", "{ckpt}", "."], ". holds no <Language>.txt files"),
     (["evaluate", "{ckpt}", "--baseline", "svm"], "'svm' is not one of 'lr', 'ngram'"),
-    (["evaluate", "{ckpt}", "--format", "json", "--baseline", "lr"], "--format json prints the test report alone"),
+    (["evaluate", "{ckpt}", "--format", "json", "--explain"], "--format json prints the test report and the"),
     (["card"], "Missing argument 'checkpoint'"),
     (["composition", "{ckpt}", "--column", "surname"], "--column needs --file"),
     (["export", "{ckpt}", "--formats", "tflite"], "--formats 'tflite': choose from pt2, onnx"),

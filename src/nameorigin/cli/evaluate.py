@@ -30,7 +30,8 @@ def evaluate(checkpoint: Checkpoint,
                                                    "their "
                                                    "residual and the deletion check")] = False,
              output_format: Annotated[Literal["text", "json"], typer.Option(
-                 "--format", help="json prints the whole report (every label's row under per_label)")] = "text",
+                 "--format", help="json prints the whole report (every label's row under per_label; with --baseline, "
+                 "the comparison under baseline)")] = "text",
              batch_size: Annotated[int, typer.Option(min=1, help="names per forward pass")] = BATCH_SIZE,
              device: Device = "cpu", outputs: Outputs = Path("outputs")) -> int:
     """Score a checkpoint on its own held-out test split, rebuilt from the data it trained on."""
@@ -38,14 +39,18 @@ def evaluate(checkpoint: Checkpoint,
     from nameorigin.analysis.evaluate import format_report
     from nameorigin.data.corpus import shipped_corpus
 
-    if output_format == "json" and (baseline or explain):
-        raise UserError("--format json prints the test report alone: drop --baseline and --explain, or use "
-                        "--format text")
+    if output_format == "json" and explain:
+        raise UserError("--format json prints the test report and the baseline's comparison: drop --explain, or "
+                        "use --format text")
     root = str(data or shipped_corpus())
     predictor = Predictor.load(model_path(checkpoint, outputs), device=device)
     result = evaluate_split(predictor, root, batch_size, known_test_names(known_names))
     result["margin_at_training"] = predictor.meta.margin
     if output_format == "json":
+        if baseline:
+            from nameorigin.analysis.paired import compare_with_baseline
+
+            result["baseline"] = compare_with_baseline(predictor, root, batch_size, result, baseline)
         print(json.dumps(result))
         return 0
     print(format_report(result))
