@@ -16,7 +16,7 @@ from nameorigin.model.charrnn import CharRNN
 from nameorigin.model.ngram_linear import LinearFit, fit_full
 from nameorigin.serving.predict import Predictor
 from nameorigin.training.linear_part import design, linear_logits, mix_into, pick_mix
-from nameorigin.training.margin import logits_in_order
+from nameorigin.training.split_logits import logits_in_order
 
 
 @pytest.fixture(scope="module")

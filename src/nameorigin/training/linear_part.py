@@ -29,7 +29,7 @@ import torch
 from nameorigin.model import ngram_linear
 from nameorigin.model.ensemble import named_members
 from nameorigin.model.ngram_linear import FIT_LIMIT, LinearFit
-from nameorigin.training.margin import has_pairs, logits_in_order
+from nameorigin.training.split_logits import has_pairs, logits_in_order
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from nameorigin.data.batching import TRAINED_ON
+from nameorigin.training.split_logits import logits_in_order
 
 log = logging.getLogger(__name__)
 
@@ -93,25 +94,6 @@ def macro_f1(truth: list[str], predicted: list[str]) -> float:
     from sklearn.metrics import f1_score
 
     return float(f1_score(truth, predicted, average="macro"))
-
-
-@torch.no_grad()
-def logits_in_order(net: Any, dataset: Any, decided: bool = True, batch_size: int = 1024) -> torch.Tensor:
-    """The network's logits (decided, or before the decision layer) for every row of a split, in its own order."""
-    net.eval()
-    device, parts = next(net.parameters()).device, []
-    for start in range(0, len(dataset), batch_size):
-        _, tokens, lengths = dataset.rows(list(range(start, min(start + batch_size, len(dataset)))))
-        tokens, lengths = tokens.to(device), lengths.to(device)
-        logits = net.raw_logits(tokens, lengths)
-        parts.append((net.decide(logits) if decided else logits).float().cpu())
-    return torch.cat(parts)
-
-
-def has_pairs(datamodule: Any) -> bool:
-    """A corpus of (name, label) pairs (a folder or a table); the surnames pretraining is scored otherwise."""
-    test = getattr(datamodule, "splits", {}).get("test")
-    return bool(test) and isinstance(test[0], tuple)
 
 
 def run_margin(datamodule: Any, net: Any, labels: list[str]) -> dict[str, Any]:

@@ -22,12 +22,13 @@ from nameorigin.training.calibration_step import calibrate_model
 from nameorigin.training.callbacks import GradAccumulationLogger
 from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, Served
 from nameorigin.training.instantiate import build, instantiate_all, instantiation_error
-from nameorigin.training.margin import has_pairs, margin_metrics, measure_margin
+from nameorigin.training.margin import margin_metrics, measure_margin
 from nameorigin.training.module import NameClassifier
 from nameorigin.training.outputs import write_outputs
 from nameorigin.training.preemption import Preemption
 from nameorigin.training.resume import carry_over, resolve_checkpoint
 from nameorigin.training.settings import RunSettings, changed, checked
+from nameorigin.training.split_logits import has_pairs
 from nameorigin.training.trackers import report_to_trackers
 
 log = logging.getLogger(__name__)
