@@ -217,6 +217,10 @@ class BucketedDataModule(pl.LightningDataModule):
     corpus_sha256: str
     one_length_batches: bool = False
 
+    def use_one_length_batches(self) -> None:
+        """Serve training batches of one length each (the fast path's, nameorigin.training.graphed)."""
+        self.one_length_batches = True
+
     def manifest(self) -> dict:
         raise NotImplementedError
 
@@ -269,7 +273,7 @@ class BucketedDataModule(pl.LightningDataModule):
                             "devices or a larger corpus")
 
     def train_dataloader(self) -> DataLoader:
-        if self.one_length_batches:  # the fast path (set by nameorigin.training.pipeline)
+        if self.one_length_batches:  # the fast path (use_one_length_batches)
             return one_length_loader(self.datasets["train"], self.batch_size, self.order_seed, self)
         return self._loader("train", shuffle=True)
 

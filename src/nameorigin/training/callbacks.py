@@ -61,7 +61,7 @@ class GradAccumulationLogger(Callback):
         step = trainer.global_step
         if step % self.every_n_steps == 0 and step != self._last_captured_step:
             self._last_captured_step = step
-            pl_module.capture_next_step = True
+            pl_module.capture_next()
 
     def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:
         if pl_module.net.capture is None:

@@ -175,7 +175,7 @@ def enable(setting: str, trainer: Any, model: Any, datamodule: Any) -> bool:
     if trainer.gradient_clip_algorithm not in (None, "norm"):
         raise UserError(f"model.fast_path={setting} clips by norm: drop "
                         f"trainer.gradient_clip_algorithm={trainer.gradient_clip_algorithm} or set model.fast_path=off")
-    model.fast_path_clip, trainer.gradient_clip_val = trainer.gradient_clip_val, None  # clipped inside the step
-    model.automatic_optimization = False
-    datamodule.one_length_batches = True
+    model.use_fast_path(trainer.gradient_clip_val)
+    trainer.gradient_clip_val = None  # clipped inside the step
+    datamodule.use_one_length_batches()
     return True

@@ -84,16 +84,26 @@ class NameClassifier(pl.LightningModule):
             self.test_not_found = self.test_found.clone()
         self.val_acc_best = MaxMetric()
         self.val_acc_best.persistent(True)  # kept in checkpoints, so a resumed run remembers its best
-        self.capture_next_step = False  # set by GradAccumulationLogger for the steps it inspects
+        self.capture_next_step = False  # GradAccumulationLogger asks for it (capture_next) on the steps it inspects
         self.calibration: Calibration | None = None  # fitted on validation after training
         self.mixture: dict | None = None  # nameorigin.training.linear_part: how the two parts were mixed
         self.test_outputs: list[tuple[torch.Tensor, ...]] = []  # (logits, targets, shares, abstaining) of the test pass
         self.label_report: list[dict] | None = None  # nameorigin.model.label_report, after a test pass
-        self.fast_path_clip: float | None = None  # set with the fast path on (nameorigin.training.graphed.enable)
+        self.fast_path_clip: float | None = None  # with the fast path on (use_fast_path)
         self.fast: GraphedSteps | None = None
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return self.net(tokens, lengths)
+
+    def capture_next(self) -> None:
+        """Record the next training step's per-timestep tensors (the gradient check's)."""
+        self.capture_next_step = True
+
+    def use_fast_path(self, clip: float | None) -> None:
+        """Train by the fast path's step (nameorigin.training.graphed): it steps the optimizer itself, clipping the
+        gradients' norm to `clip` (None: not clipped)."""
+        self.automatic_optimization = False
+        self.fast_path_clip = clip
 
     def loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
         """Cross-entropy against the label or, with soft_targets, against the distribution `batch.shares`
