@@ -5,6 +5,8 @@ the card, the checkpoint and nameorigin evaluate, or nothing when switched off."
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -125,6 +127,14 @@ def test_a_run_mixes_its_parts_and_states_its_margin_everywhere(confusable, tmp_
     assert refit["linear_part"]["network_weight"] == mixture["network_weight"]
     assert nameorigin(["evaluate", str(run / "checkpoints" / "refit.ckpt"), str(corpus)]) == 0
     assert "margin measured when the run ended: " in capsys.readouterr().out
+    # Where the run's time went: each step after fit in train.log, results.json and the results block.
+    metrics = json.loads((run / "results.json").read_text())["metrics"]
+    steps = {key for key in metrics if key.startswith("time/step_")}
+    assert steps == {f"time/step_{name}_s" for name in ("linear_part", "calibration", "refit", "test", "margin")}
+    (line,) = [line for line in results.splitlines() if line.startswith("  time ")]
+    assert line.split()[1:3] == ["fit", f"{metrics['time/fit_s']:.1f}"]
+    assert f"margin {metrics['time/step_margin_s']:.1f} s" in line
+    assert f"refit took {metrics['time/step_refit_s']:.1f} s" in (run / "train.log").read_text()
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ from nameorigin.training.card_parts import ensemble_summary
 from nameorigin.training.checkpointing import Served
 from nameorigin.training.margin import margin_line
 from nameorigin.training.module import NameClassifier
+from nameorigin.training.timing import time_line
 
 
 def write_outputs(cfg: DictConfig, served: list[Served], model: NameClassifier, metrics: dict, picks: list,
@@ -65,6 +66,8 @@ def report(metrics: dict[str, Any], output_dir: Path, margin: dict | None = None
                      f"from the starting point, {metrics['transfer/val_acc_plain']:.4f} plain)")
     if "ensemble/members" in metrics:
         lines.append(f"  ensemble         {ensemble_summary(metrics)}")
+    if time_line(metrics):
+        lines.append(f"  time             {time_line(metrics)}")
     if best:
         picked = "  (trained on train, picked on validation)" if final != best else ""
         lines.append(f"  best checkpoint  {best}{picked}")

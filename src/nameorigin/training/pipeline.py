@@ -29,6 +29,7 @@ from nameorigin.training.preemption import Preemption
 from nameorigin.training.resume import carry_over, resolve_checkpoint
 from nameorigin.training.settings import RunSettings, changed, checked
 from nameorigin.training.split_logits import has_pairs
+from nameorigin.training.timing import StageClock
 from nameorigin.training.trackers import report_to_trackers
 
 log = logging.getLogger(__name__)
@@ -85,18 +86,22 @@ def train(cfg: DictConfig) -> dict[str, float]:
         figures.update(assembled)
     trainer, datamodule = run.trainer, run.datamodule
     metrics = {**run.metrics, **figures}
-    served = finish_model(run, trainer.world_size > 1)
+    clock = StageClock()
+    served = finish_model(run, trainer.world_size > 1, clock)
     model = run.model  # tested in the module the run's loggers know (a tracker refuses settings that change)
     if served and served[-1].model is not model:  # the refit's weights and decisions, from memory
         model.load_state_dict(served[-1].model.state_dict())
         model.serve_with(served[-1].model.calibration, served[-1].model.mixture)
     margin = None
     if cfg.test:
-        trainer.test(model, datamodule=datamodule, verbose=False)
+        with clock.stage("test"):
+            trainer.test(model, datamodule=datamodule, verbose=False)
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
         if served and cfg.margin.enabled and trainer.is_global_zero and has_pairs(datamodule):
-            margin = measure_margin(model, datamodule, run.loggers)
+            with clock.stage("margin"):
+                margin = measure_margin(model, datamodule, run.loggers)
             metrics.update(margin_metrics(margin))
+    metrics.update(clock.metrics())
     final = served[-1].path if served else None
     metrics["best_checkpoint"], metrics["model_checkpoint"] = served[0].path if served else None, final
     if trainer.is_global_zero:
@@ -186,7 +191,7 @@ def build_trainer(cfg: DictConfig, model: NameClassifier, datamodule: pl.Lightni
     return trainer, loggers
 
 
-def finish_model(run: Fitted, distributed: bool) -> list[Served]:
+def finish_model(run: Fitted, distributed: bool, clock: StageClock) -> list[Served]:
     """The steps after `fit`, in order, on best.ckpt's weights in memory: the linear part mixed in, the calibration
     fitted (both on rank 0; every rank then tests what it fitted), then the refit when asked. Returns the
     checkpoints to serve, not yet written: best.ckpt, and refit.ckpt (the one tested) after it."""
@@ -196,10 +201,12 @@ def finish_model(run: Fitted, distributed: bool) -> list[Served]:
     model = best.model.cpu()
     mixture, calibration = None, None
     if trainer.is_global_zero:
-        mixture = linear_part.mix_best(model, run.datamodule)  # before calibration: it fits the model served
+        with clock.stage("linear part"):
+            mixture = linear_part.mix_best(model, run.datamodule)  # before calibration: it fits the model served
         model.serve_with(None, mixture)
         if cfg.calibration.enabled:
-            calibration = calibrate_model(model, run.datamodule, cfg.calibration, run.loggers)
+            with clock.stage("calibration"):
+                calibration = calibrate_model(model, run.datamodule, cfg.calibration, run.loggers)
         model.serve_with(calibration, mixture)
     if distributed:
         state, fitted, mixture = trainer.strategy.broadcast(
@@ -213,8 +220,9 @@ def finish_model(run: Fitted, distributed: bool) -> list[Served]:
     if distributed:
         log.warning("refit skipped: it runs on one device; the model is best.ckpt, trained on train alone")
         return [best]
-    return [best, refit_model(cfg, run.settings.model, run.datamodule, run.pretrained, calibration, run.loggers,
-                              mixture)]
+    with clock.stage("refit"):
+        return [best, refit_model(cfg, run.settings.model, run.datamodule, run.pretrained, calibration,
+                                  run.loggers, mixture)]
 
 
 def run_search(cfg: DictConfig, datamodule: pl.LightningDataModule, picks: list, pretrained: dict | None) -> tuple:

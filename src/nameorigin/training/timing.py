@@ -1,11 +1,14 @@
 """EpochTimer: each training epoch's wall time and names per second, in the log and in TensorBoard
 (`time/train_epoch_s`, `time/train_names_per_s`), validation excluded: the figure that compares devices, batch
-sizes and the fast path (docs/speed.md)."""
+sizes and the fast path (docs/speed.md). StageClock: how long each step after `fit` took, so a user sees where a
+run's time went."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytorch_lightning as pl
@@ -41,3 +44,34 @@ class EpochTimer(Callback):
         pl_module.log_dict({"time/train_epoch_s": seconds, "time/train_names_per_s": rate}, sync_dist=True)
         if trainer.is_global_zero:
             log.info("epoch %d trained in %.2f s (%.0f names/s)", trainer.current_epoch, seconds, rate)
+
+
+class StageClock:
+    """The seconds of each step after `fit` (the linear part, calibration, the refit, the test, the margin): each
+    logged as it ends, all of them kept for results.json and the results block (`time/step_<step>_s`)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = time.perf_counter() - start
+            log.info("%s took %.1f s", name, self.seconds[name])
+
+    def metrics(self) -> dict[str, float]:
+        return {f"{STEP}{name.replace(' ', '_')}_s": seconds for name, seconds in self.seconds.items()}
+
+
+STEP = "time/step_"  # the results' key of a step after `fit`: time/step_linear_part_s, ...
+
+
+def time_line(metrics: dict[str, Any]) -> str | None:
+    """Where the run's time went, in one line: fitting, then each step after it that ran."""
+    steps = [("fit", "time/fit_s")] + [(key[len(STEP):-2].replace("_", " "), key) for key in metrics
+                                        if key.startswith(STEP)]
+    shown = [f"{name} {metrics[key]:.1f} s" for name, key in steps if key in metrics]
+    return ", ".join(shown) if shown else None
