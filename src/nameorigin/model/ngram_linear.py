@@ -45,10 +45,11 @@ class LinearFit:
     penalty: float
     val_acc: dict = field(default_factory=dict)
     seconds: float = 0.0
+    unit_rows: bool = False  # fitted on each name's counts scaled to unit length (the batch fit)
 
     @torch.no_grad()
-    def logits(self, counts: torch.Tensor) -> torch.Tensor:
-        return counts @ self.weight + self.bias
+    def logits(self, counted: torch.Tensor) -> torch.Tensor:
+        return (unit_length(counted) if self.unit_rows else counted) @ self.weight + self.bias
 
     def summary(self) -> dict[str, Any]:
         return {"penalty": self.penalty, "val_acc_by_penalty": self.val_acc, "seconds": round(self.seconds, 1)}
@@ -80,6 +81,15 @@ class NameCounts:
     def __call__(self, names: Sequence[str]) -> torch.Tensor:
         tokens, lengths = encode_names(list(names), self.index)
         return counts(tokens, lengths, len(self.vocab), self.max_n, self.buckets)
+
+
+def unit_length(counted: torch.Tensor) -> torch.Tensor:
+    """Each row of a CSR count matrix divided by its L2 norm (a name's n-gram profile, whatever its length)."""
+    crow, values = counted.crow_indices(), counted.values()
+    rows = torch.repeat_interleave(torch.arange(len(crow) - 1), crow.diff())
+    norms = torch.zeros(len(crow) - 1).index_add_(0, rows, values * values).sqrt().clamp_min(1e-12)
+    return torch.sparse_csr_tensor(crow, counted.col_indices(), values / norms[rows], tuple(counted.shape),
+                                   check_invariants=False)
 
 
 def products(counted: torch.Tensor, labels: int) -> float:
@@ -152,10 +162,12 @@ def fit_on_validation(train: tuple, val: tuple, labels: int, penalties: Sequence
 
 def fit_batches(counted: torch.Tensor, targets: torch.Tensor, labels: int, epochs: int = 5, seed: int = 0,
                 val: tuple | None = None) -> LinearFit:
-    """The same softmax by sparse Adam on shuffled batches of BATCH names (one-hot targets). With val = (counts,
+    """The same softmax by sparse Adam on shuffled batches of BATCH names (one-hot targets), each name's counts
+    scaled to unit length (Adam's step is set for that scale; LinearFit.logits scales alike). With val = (counts,
     label indices): validated after each epoch, the best epoch's weights kept; without: `epochs` epochs (more on
     a small table, MIN_UPDATES steps at least)."""
     began = time.perf_counter()
+    counted = unit_length(counted)
     torch.manual_seed(seed)
     table = torch.nn.EmbeddingBag(counted.shape[1], labels, mode="sum", sparse=True)
     torch.nn.init.zeros_(table.weight)
@@ -174,12 +186,12 @@ def fit_batches(counted: torch.Tensor, targets: torch.Tensor, labels: int, epoch
             for optimizer in optimizers:
                 optimizer.step()
         if val is not None:
-            fitted = LinearFit(table.weight.detach(), bias.detach(), 0.0)
+            fitted = LinearFit(table.weight.detach(), bias.detach(), 0.0, unit_rows=True)
             accuracy[epoch] = float((fitted.logits(val[0]).argmax(1) == val[1]).double().mean())
             if best is None or accuracy[epoch] > accuracy[best[0]]:
                 best = epoch, (table.weight.detach().clone(), bias.detach().clone())
     weight, last_bias = best[1] if best else (table.weight.detach(), bias.detach())
-    return LinearFit(weight, last_bias, 0.0, accuracy, time.perf_counter() - began)
+    return LinearFit(weight, last_bias, 0.0, accuracy, time.perf_counter() - began, unit_rows=True)
 
 
 def bags(counted: torch.Tensor, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
