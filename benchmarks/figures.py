@@ -192,44 +192,92 @@ def gender_details(metrics: dict, margin: dict) -> str:
     return text
 
 
+# name2nat 0.5.1's README: precision@1..5 on its own random split of samples.
+NAME2NAT_AT_K = (55.1, 69.6, 77.9, 83.0, 86.8)
+
+
+def at_k(precision: dict) -> list[float]:
+    """A result file's precision@K (keys "1".."5") as percentages in K order."""
+    return [100 * precision[key] for key in sorted(precision, key=int)]
+
+
+def nana_rows() -> list[tuple[str, list[float], float | None, bool]]:
+    """The NaNa table's rows: name, precision@1..5 in %, macro-F1, bold."""
+    run, later = result("nana"), result("nana_baseline")["baseline"]
+    margin, served = run["margin"], "transferred" if run["metrics"].get("transfer/chosen") else "plain"
+    return [("name2nat 0.5.1 (its README; random split of samples)", list(NAME2NAT_AT_K), None, False),
+            (f"{BASELINES[margin['kind']]}, same split (the run's margin)", at_k(margin["baseline_precision_at"]),
+             margin["baseline_macro_f1"], False),
+            (f"{BASELINES[later['kind']]}, same split (`evaluate --baseline {later['kind']}`)",
+             at_k(later["baseline_precision_at"]), later["baseline_macro_f1"], False),
+            (f"**nameorigin `experiment=nana`** (the {served} model, validation's pick)",
+             at_k(margin["model_precision_at"]), margin["model_macro_f1"], True)]
+
+
 def nana() -> str:
-    n = result("nana")
-    return ("| model | precision@1 | precision@5 |\n|---|---|---|\n"
-            f"| name2nat 0.5.1 (its README, its own split) | {n['name2nat_p1']:.1f} % | {n['name2nat_p5']:.1f} % |\n"
-            f"| hashed char n-gram logistic regression (SGD), same split | {n['baseline_p1']:.2f} % | "
-            f"{n['baseline_p5']:.2f} % |\n"
-            f"| nameorigin `experiment=nana` | **{n['p1']:.2f} %** | **{n['p5']:.2f} %** |\n\n"
-            f"The model leads that baseline by {points(n['margin_p1'])} points of precision@1 (95 % paired "
-            f"bootstrap {interval(n['interval'])}).\n")
+    rows = ["| model | precision@1 | precision@5 |", "|---|---|---|"]
+    for name, at, f1, bold in nana_rows():
+        digits = 1 if f1 is None else 2  # name2nat's README gives one decimal
+        cells = [f"**{v:.{digits}f} %**" if bold else f"{v:.{digits}f} %" for v in (at[0], at[4])]
+        rows.append(f"| {name} | {' | '.join(cells)} |")
+    return "\n".join(rows) + "\n\n" + nana_margins()
+
+
+def nana_margins() -> str:
+    margin, later = result("nana")["margin"], result("nana_baseline")["baseline"]
+    return (f"The model leads the {BASELINES[margin['kind']]} by {points(100 * margin['margin'])} points of "
+            f"precision@1 (95 % paired bootstrap {interval([100 * x for x in margin['interval']])}) and the "
+            f"{BASELINES[later['kind']]} by {points(100 * later['margin'])} "
+            f"{interval([100 * x for x in later['interval']])}, on the same {margin['size']:,} test pairs.\n")
+
+
+def nana_run() -> str:
+    """What the recorded run did and what it cost."""
+    found = json.loads((RESULTS / "nana.json").read_text())
+    metrics, margin = found["figures"]["metrics"], found["figures"]["margin"]
+    later = json.loads((RESULTS / "nana_baseline.json").read_text())
+    served = "the plain model" if not metrics.get("transfer/chosen") else "the model from the surnames starting point"
+    return (f"The recorded run took {found['seconds'] / 60:.0f} minutes on {found['machine'].split(', ')[1]}: two "
+            f"candidates on the same split, validation accuracy {metrics['transfer/val_acc_plain']:.4f} plain and "
+            f"{metrics['transfer/val_acc_transferred']:.4f} from the surnames starting point "
+            f"({metrics['transfer/fit_s_plain'] / 60:.0f} and {metrics['transfer/fit_s_transferred'] / 60:.0f} "
+            f"minutes of training), so {served} is served; its margin step fitted the {BASELINES[margin['kind']]} "
+            f"baseline in {margin['seconds'] / 60:.0f} minutes. `nameorigin evaluate --baseline ngram` on its "
+            f"checkpoint took {later['seconds'] / 60:.0f} minutes.\n")
 
 
 def nana_at_k() -> str:
-    n = result("nana")
-    at, f1 = n["at_k"], n["macro_f1"]
     rows = ["| model | P@1 | P@2 | P@3 | P@4 | P@5 | macro-F1 |", "|---|---|---|---|---|---|---|"]
-    for name, key, bold in (("name2nat 0.5.1 (its README; random split of samples)", "name2nat", False),
-                            ("hashed char 1-4-gram logistic regression by SGD, same split", "baseline", False),
-                            ("**nameorigin `experiment=nana`** (`best.ckpt`, epoch 2)", "model", True)):
-        digits = 1 if key == "name2nat" else 2  # name2nat's README gives one decimal
-        cells = [f"**{v:.{digits}f} %**" if bold else f"{v:.{digits}f} %" for v in at[key]]
-        score = f1.get(key)
-        rows.append(f"| {name} | {' | '.join(cells)} | "
-                    f"{('**%.3f**' if bold else '%.3f') % score if score is not None else '–'} |")
-    return "\n".join(rows) + (f"\n\nOn the same {n['test_pairs']:,} test pairs the model leads the n-gram baseline "
-                              f"by **{points(n['margin_p1'])} points of P@1**, 95 % paired bootstrap interval "
-                              f"{interval(n['interval'])}.\n")
+    for name, at, f1, bold in nana_rows():
+        digits = 1 if f1 is None else 2  # name2nat's README gives one decimal
+        cells = [f"**{v:.{digits}f} %**" if bold else f"{v:.{digits}f} %" for v in at]
+        score = "–" if f1 is None else (f"**{f1:.3f}**" if bold else f"{f1:.3f}")
+        rows.append(f"| {name} | {' | '.join(cells)} | {score} |")
+    return "\n".join(rows) + "\n\n" + nana_margins()
 
 
 def nana_bars() -> str:
-    n = result("nana")
+    run, later = result("nana"), result("nana_baseline")["baseline"]
+    metrics, margin = run["metrics"], run["margin"]
+    p1, p5 = (100 * margin["model_precision_at"][k] for k in ("1", "5"))
+    lead, low = 100 * margin["margin"], 100 * margin["interval"][0]
+    ece, coverage = metrics["test/ece"], 100 * metrics["test/coverage_90"]
+
+    def met(ok: bool) -> str:
+        return "met" if ok else "**missed**"
+
     rows = ["| bar | measured | |", "|---|---|---|",
-            f"| test P@1 ≥ 58.0 % | {n['p1']:.2f} % | {'met' if n['p1'] >= 58 else '**missed**'} |",
-            f"| test P@5 ≥ 89.0 % | {n['p5']:.2f} % | {'met' if n['p5'] >= 89 else '**missed**'} |",
-            f"| lead over the n-gram baseline ≥ 2.0 points of P@1, interval above 0 | {points(n['margin_p1'])} "
-            f"{interval(n['interval'])} | {'met' if n['margin_p1'] >= 2 and n['interval'][0] > 0 else '**missed**'} |",
-            f"| test ECE ≤ 0.03 | {n['ece']:.4f} | {'met' if n['ece'] <= 0.03 else '**missed**'} |",
-            f"| 90 % sets cover 88–92 % of test pairs | {n['coverage_90']:.2f} % | "
-            f"{'met' if 88 <= n['coverage_90'] <= 92 else '**missed**'} |"]
+            f"| test P@1 ≥ 58.0 % (≥ 60.0 % for the transfer issue) | {p1:.2f} % | {met(p1 >= 58)} "
+            f"({met(p1 >= 60)}) |",
+            f"| test P@5 ≥ 89.0 % (≥ 90.0 % for the transfer issue) | {p5:.2f} % | {met(p5 >= 89)} "
+            f"({met(p5 >= 90)}) |",
+            f"| lead over the n-gram baseline ≥ 2.0 points of P@1, interval above 0: the {BASELINES[margin['kind']]}"
+            f" | {points(lead)} {interval([100 * x for x in margin['interval']])} | {met(lead >= 2 and low > 0)} |",
+            f"| the same bar against the {BASELINES[later['kind']]} | {points(100 * later['margin'])} "
+            f"{interval([100 * x for x in later['interval']])} | "
+            f"{met(100 * later['margin'] >= 2 and later['interval'][0] > 0)} |",
+            f"| test ECE ≤ 0.03 | {ece:.4f} | {met(ece <= 0.03)} |",
+            f"| 90 % sets cover 88–92 % of test pairs | {coverage:.2f} % | {met(88 <= coverage <= 92)} |"]
     return "\n".join(rows) + "\n"
 
 
@@ -376,6 +424,7 @@ def ensemble_tries(metrics: dict) -> list[tuple[int, float]]:
 BLOCKS: dict[str, Callable[[], str]] = {
     "default_run": default_run, "headline": headline, "nine_runs": nine_runs, "seeds": seeds,
     "finetune": finetune, "gender": gender, "nana": nana, "nana_at_k": nana_at_k, "nana_bars": nana_bars,
+    "nana_run": nana_run,
     "score_scale": score_scale, "audit": audit, "composition": composition, "gradient_check": gradient_check,
     "set_kinds": set_kinds, "h200": h200, "serve_load": serve_load, "ray": ray, "pretrain": pretrain,
     "transfer_default": transfer_default, "transfer_tables": transfer_tables, "ema": ema, "ensemble": ensemble}

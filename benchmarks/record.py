@@ -5,6 +5,8 @@ machine and the date in docs/results/<name>.json. The docs' tables and sentences
   python -m benchmarks.record default_run -- python train.py callbacks.progress_bar=null
   python -m benchmarks.record audit_seed1 -- python -m benchmarks.audit_check --seed 1 --json
   python -m benchmarks.record nana -- nameorigin nana-table --fetch --then python train.py experiment=nana
+  python -m benchmarks.record nana_baseline --keep accuracy,macro_f1,precision_at,ece,set_coverage,baseline \
+      -- nameorigin evaluate outputs/<run>/checkpoints/best.ckpt data/nana/nana.csv --baseline ngram --format json
 
 A training command's figures are its run folder's results.json; any other command's are the JSON it prints.
 `--then` chains commands (a table built, then a run on it): each runs once the one before succeeded, and the
@@ -71,7 +73,17 @@ def shown(command: list[str]) -> str:
     return shlex.join(["python" if Path(part).name.startswith("python") else part for part in command])
 
 
-def record(name: str, command: list[str]) -> Path:
+def kept(figures: object, keys: list[str]) -> object:
+    """Only the named top-level figures (a report's per-name vectors are no figure for the docs)."""
+    if not keys or not isinstance(figures, dict):
+        return figures
+    missing = [key for key in keys if key not in figures]
+    if missing:
+        sys.exit(f"error: --keep {','.join(missing)}: the command printed no such figure")
+    return {key: figures[key] for key in keys}
+
+
+def record(name: str, command: list[str], keep: list[str] | None = None) -> Path:
     measured_at = commit()  # before the run: what the command ran, not what changed while it did
     start = time.perf_counter()
     for step in steps_of(command):
@@ -82,7 +94,9 @@ def record(name: str, command: list[str]) -> Path:
     result = {"command": "; ".join(shown(step) for step in steps_of(command)),
               "source": "written by benchmarks.record from the command's output",
               "commit": measured_at, "machine": machine(), "date": datetime.date.today().isoformat(),
-              "seconds": round(seconds, 1), "figures": figures_of(done.stdout)}
+              "seconds": round(seconds, 1), "figures": kept(figures_of(done.stdout), keep or [])}
+    if keep:
+        result["kept"] = keep
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
     return path
@@ -91,12 +105,14 @@ def record(name: str, command: list[str]) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name", help="the result file's name, docs/results/<name>.json")
+    parser.add_argument("--keep", default="", help="comma-separated top-level figures to keep of the JSON the "
+                        "command prints (default: all)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the measuring command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not all(steps_of(command)) or not re.fullmatch(r"[a-z0-9_]+", args.name):
         parser.error("give a name of lower-case letters, digits and _, then -- and the command")
-    print(record(args.name, command))
+    print(record(args.name, command, [key for key in args.keep.split(",") if key]))
     return 0
 
 
