@@ -75,7 +75,7 @@ def test_a_run_writes_the_figures_it_prints_and_the_recorder_reads_them(trained,
     assert figures_of(result.stdout) == written
 
 
-NOT_RERUN = {"h200", "finetune", "nana"}
+NOT_RERUN = {"h200", "finetune"}
 
 
 def test_every_result_file_was_written_by_its_command():

@@ -70,7 +70,7 @@ def predict(checkpoint: Checkpoint, names: Names = None, file: NamesFile = None,
     else:
         chosen = chosen.for_model(predictor)  # refused before the names are read
         answers = predictor.answer(read_names(names, file), chosen)
-        write(answers.predictions(predictor.label_names, predictor.label_name), output_format,
+        write(answers.predictions(predictor.label_titles, predictor.label_name), output_format,
               predictor.output_options(chosen))
         estimated = answers.estimated_prior
     report_prior(predictor.labels, estimated)

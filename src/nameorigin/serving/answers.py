@@ -25,8 +25,8 @@ class Prediction:
     predictions: list[tuple[str, float]] = field(default_factory=list)  # (language, probability), best first
     error: str | None = None
     prediction_set: list[str] | None = None  # with a coverage level: the conformal set, most probable first
-    label_names: dict[str, str] | None = None  # a country model's ISO code -> country name
-    label_key: str = "language"  # what a label is called (data.label_name): the JSON key
+    label_titles: dict[str, str] | None = None  # a country model's ISO code -> country name (JSON: label_name)
+    label_name: str = "language"  # what a label is called (data.label_name): the JSON key of each label
     explanation: NameExplanation | None = None  # with explain=True: why the top label
     # Why it abstains (the scores stay): unusable_input, unknown_characters, out_of_distribution or large_set.
     reason_code: str | None = None
@@ -82,7 +82,7 @@ class Answers:
         self.top_index[rows], self.top_probability[rows] = -1, np.nan
         self.prediction_set[rows] = self.explanation[rows] = None
 
-    def predictions(self, label_names: dict[str, str] | None = None, label_key: str = "language") -> list[Prediction]:
+    def predictions(self, label_titles: dict[str, str] | None = None, label_name: str = "language") -> list[Prediction]:
         """One Prediction per name, for the outputs that write a few names at a time (text, JSON, the server)."""
         labels, ranks = self.labels, self.top_index.shape[1]
         indices, values = self.top_index.ravel().tolist(), self.top_probability.ravel().tolist()
@@ -94,7 +94,7 @@ class Answers:
             start = row * ranks
             ranked = [(labels[j], p) for j, p in zip(indices[start : start + ranks], values[start : start + ranks],
                                                      strict=True) if j >= 0]
-            results.append(Prediction(name, ranked, None, self.prediction_set[row], label_names, label_key,
+            results.append(Prediction(name, ranked, None, self.prediction_set[row], label_titles, label_name,
                                       self.explanation[row], self.reason_code[row], self.reason[row]))
         return results
 

@@ -47,7 +47,8 @@ class Predictor:
             meta.label_name
         self.data_settings, self.model_card = meta.data_settings, meta.model_card  # for evaluation and exports
         self.calibration = meta.calibration or Calibration()  # the temperature is already inside the network
-        self.label_names = dict(zip(self.labels, meta.label_names, strict=True)) if meta.label_names else None
+        # a country model's ISO code -> country name (the checkpoint's label_names, in label order)
+        self.label_titles = dict(zip(self.labels, meta.label_names, strict=True)) if meta.label_names else None
         # The model divides by the fitted temperature; multiplying by it again undoes the scaling on request.
         self.undo_temperature = 1.0 if meta.calibrated else float(self.calibration.temperature)
         self.char_to_index = {c: i for i, c in enumerate(self.vocab)}
@@ -186,7 +187,7 @@ class Predictor:
         out of the model's depth comes back abstained with its reason, its scores still given
         (nameorigin.serving.abstain). `prior`: the target population's label shares, "uniform" or "estimate"
         (nameorigin.serving.prior). `options` (a PredictOptions), or its fields as keywords."""
-        return self.answer(names, options, **settings).predictions(self.label_names, self.label_name)
+        return self.answer(names, options, **settings).predictions(self.label_titles, self.label_name)
 
     def answer(self, names: Iterable[str], options: PredictOptions | None = None, **settings: Any) -> Answers:
         """predict()'s answers as columns (nameorigin.serving.answers): no Python object per name."""

@@ -193,11 +193,11 @@ def table_cells(prediction: Any, options: OutputOptions) -> list[str]:
 def as_json(prediction: Any, options: OutputOptions | None = None) -> dict[str, Any]:
     """The answer as JSON: its name, its ranked labels, then every present field of the schema."""
     result = {"name": prediction.name,
-              "predictions": [{prediction.label_key: label, "probability": round(p, 6)}
+              "predictions": [{prediction.label_name: label, "probability": round(p, 6)}
                               for label, p in prediction.predictions]}
-    if prediction.label_names:
+    if prediction.label_titles:  # the schema's "label_name": the title of the label beside it
         for entry in result["predictions"]:
-            entry["label_name"] = prediction.label_names.get(entry[prediction.label_key], "")
+            entry["label_name"] = prediction.label_titles.get(entry[prediction.label_name], "")
     for field in FIELDS if options is None else fields_for(options):
         result.update(field.json(field.read(prediction)))
     return result
@@ -207,7 +207,7 @@ def text_lines(prediction: Any, options: OutputOptions) -> list[str]:
     """The answer's lines under its name in the text output (each indented by two spaces)."""
     lines = []
     for label, probability in prediction.predictions:
-        shown = f"{label} {prediction.label_names.get(label, '')}" if prediction.label_names else label
+        shown = f"{label} {prediction.label_titles.get(label, '')}" if prediction.label_titles else label
         lines.append(f"{shown:<12} {probability:6.1%}")
     for field in fields_for(options):
         line = field.text(field, field.read(prediction), prediction, options)

@@ -141,7 +141,7 @@ class NameAPI(ls.LitAPI):
             options = requests[members[0]].options().for_model(self.predictor)
             names = [name for position in members for name in requests[position].names]
             found = self.predictor.answer(names, options)
-            predictions = found.predictions(self.predictor.label_names, self.predictor.label_name)
+            predictions = found.predictions(self.predictor.label_titles, self.predictor.label_name)
             shape = self.predictor.output_options(options)
             start = 0
             for position in members:
@@ -189,7 +189,7 @@ def model_identity(path: str | Path, predictor: Predictor) -> dict[str, Any]:
     except metadata.PackageNotFoundError:
         version = "unknown"
     return {"file": Path(path).name, "sha256": digest, "label_name": predictor.label_name,
-            "labels": list(predictor.labels), "label_names": predictor.label_names, "version": version}
+            "labels": list(predictor.labels), "label_names": predictor.label_titles, "version": version}
 
 
 def one_line(error: RequestValidationError) -> str:

@@ -95,7 +95,7 @@ class AnswerBook:
                 part.append(values)
         else:
             self.cells.extend(table_cells(answer, self.shape) for answer in
-                              answers.predictions(self.predictor.label_names, self.predictor.label_name))
+                              answers.predictions(self.predictor.label_titles, self.predictor.label_name))
         return np.arange(first, first + len(keys), dtype=np.int64)
 
     def read_ahead(self, reader: TableReader, column: str) -> None:
