@@ -17,7 +17,15 @@ from nameorigin.data.names import NamesDataModule
 from nameorigin.model.charrnn import CharRNN
 from nameorigin.model.ngram_linear import LinearFit, fit_full
 from nameorigin.serving.predict import Predictor
-from nameorigin.training.linear_part import design, linear_logits, mix_into, pick_mix
+from nameorigin.training.linear_part import (
+    design,
+    fit_alone,
+    fit_linear_part,
+    linear_logits,
+    mix_into,
+    pick_mix,
+    refit_linear_part,
+)
 from nameorigin.training.split_logits import logits_in_order
 
 
@@ -53,6 +61,23 @@ def test_the_linear_part_alone_is_scikit_learns_logistic_regression_on_the_same_
     their_acc = float((theirs.argmax(1) == val.targets).double().mean())
     assert 0.55 < their_acc < 0.95  # a table a linear model gets partly wrong
     assert abs(our_acc - their_acc) <= 0.005 and (ours - theirs).abs().max() < 0.02
+
+
+def test_the_linear_part_fitted_alone_after_a_refit_picks_its_penalty_before_it(confusable):
+    """The margin's baseline where the served model mixed no linear part in (a fine-tuned model): fitted as a run
+    that mixes it would, its penalty picked on validation by a fit on train alone, then fitted on train +
+    validation with that penalty (never picked on names it was trained on)."""
+    corpus, _ = confusable
+    data = NamesDataModule(root=str(corpus), download=False)
+    data.setup()
+    picked = fit_linear_part(data, 4096, 4, soft=False)
+    before = fit_alone(data, 4096, 4, soft=False)
+    assert before.penalty == picked.penalty and torch.equal(before.weight, picked.weight)
+    data.add_validation_to_training()
+    after = fit_alone(data, 4096, 4, soft=False)
+    refit = refit_linear_part(data, 4096, 4, soft=False, penalty=picked.penalty)
+    assert after.penalty == picked.penalty and after.val_acc == picked.val_acc
+    assert torch.allclose(after.weight, refit.weight) and not torch.allclose(after.weight, picked.weight)
 
 
 def test_the_sparse_products_gradient_is_autograds():
@@ -125,6 +150,10 @@ def test_a_run_mixes_its_parts_and_states_its_margin_everywhere(confusable, tmp_
     assert "margin           " in results and "95% paired interval" in results
     assert "Margin over the n-gram baseline" in refit["model_card"] and "Two parts" in refit["model_card"]
     assert refit["linear_part"]["network_weight"] == mixture["network_weight"]
+    # Its baseline is the linear part the run fitted and mixed in (the refit's, on train + validation): no second
+    # fit of another model.
+    assert (margin["kind"], margin["setting"]) == ("linear_part", f"penalty={mixture['penalty']:g}")
+    assert margin["trained_on"] == "train+val"
     assert nameorigin(["evaluate", str(run / "checkpoints" / "refit.ckpt"), str(corpus)]) == 0
     assert "margin measured when the run ended: " in capsys.readouterr().out
     # Where the run's time went: each step after fit in train.log, results.json and the results block.

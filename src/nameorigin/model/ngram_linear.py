@@ -55,6 +55,18 @@ class LinearFit:
         return {"penalty": self.penalty, "val_acc_by_penalty": self.val_acc, "seconds": round(self.seconds, 1)}
 
 
+def label_ranks(scores: torch.Tensor, truth: torch.Tensor) -> torch.Tensor:
+    """How many labels score above each row's true label (0: it is the top answer); a truth of -1 (a label the
+    fit never had) ranks last."""
+    true_score = scores.gather(1, truth.clamp_min(0)[:, None])
+    return torch.where(truth >= 0, (scores > true_score).sum(1), scores.shape[1])
+
+
+def precision_at(ranks: torch.Tensor, labels: int) -> dict[int, float]:
+    """Precision@1..5 (at most the number of labels): how often the true label is among the top K answers."""
+    return {k: float((ranks < k).double().mean()) for k in range(1, min(5, labels) + 1)}
+
+
 def csr(matrix: torch.Tensor) -> torch.Tensor:
     with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta": nothing a user can act on
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support", category=UserWarning)

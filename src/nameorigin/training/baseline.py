@@ -100,15 +100,13 @@ def fit_hashed_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = 
                                               seed=seed)
         x["test"] = counted(names["test"])
     scores = fitted.logits(x["test"])
-    truth = gold["test"]
-    true_score = scores.gather(1, truth.clamp_min(0)[:, None])
-    rank = torch.where(truth >= 0, (scores > true_score).sum(1), len(labels))  # a label train never had
+    ranks = ngram_linear.label_ranks(scores, gold["test"])
     predicted = [labels[i] for i in scores.argmax(1).tolist()]
     truth_names = [label for _, label in splits["test"]]
     return {"setting": setting, "val_acc": val_acc, "trained_on": TRAINED_ON if refit else "train",
             "test_acc": float(np.mean([p == t for p, t in zip(predicted, truth_names, strict=True)])),
             "test_macro_f1": float(f1_score(truth_names, predicted, average="macro")),
-            "precision_at": {k: float((rank < k).double().mean()) for k in range(1, min(5, len(labels)) + 1)},
+            "precision_at": ngram_linear.precision_at(ranks, len(labels)),
             "seconds": time.time() - start, "test_predictions": predicted}
 
 

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
 
+from nameorigin.data.batching import TRAINED_ON
 from nameorigin.model import ngram_linear
 from nameorigin.model.ensemble import named_members
 from nameorigin.model.ngram_linear import FIT_LIMIT, LinearFit
@@ -58,11 +59,11 @@ def fits(datamodule: Any, buckets: int, max_n: int) -> bool:
 
 
 def fit_linear_part(datamodule: Any, buckets: int, max_n: int, soft: bool,
-                    penalties: tuple[float, ...] | None = None) -> LinearFit:
-    """The linear part on the training split, its penalty picked on validation (accuracy against each name's
-    label, or majority label for shares)."""
+                    penalties: tuple[float, ...] | None = None, train: Any = None) -> LinearFit:
+    """The linear part on the training split (or `train`, an encoded split), its penalty picked on validation
+    (accuracy against each name's label, or majority label for shares)."""
     vocab = len(datamodule.vocab)
-    train, val = datamodule.datasets["train"], datamodule.datasets["val"]
+    train, val = train or datamodule.datasets["train"], datamodule.datasets["val"]
     return ngram_linear.fit_on_validation(
         (design(train, vocab, max_n, buckets), targets_of(train, soft), train.weights),
         (design(val, vocab, max_n, buckets), val.targets), len(datamodule.labels), penalties)
@@ -75,6 +76,16 @@ def refit_linear_part(datamodule: Any, buckets: int, max_n: int, soft: bool, pen
     weight, bias = ngram_linear.fit_full(design(train, len(datamodule.vocab), max_n, buckets),
                                          targets_of(train, soft), train.weights, len(datamodule.labels), penalty)
     return LinearFit(weight, bias, penalty, seconds=time.perf_counter() - start_time)
+
+
+def fit_alone(datamodule: Any, buckets: int, max_n: int, soft: bool) -> LinearFit:
+    """The linear part alone, fitted as a run that mixes it in would (the margin's baseline where the served
+    model has none: a fine-tuned model): on the training split, its penalty picked on validation, and after a
+    refit again on train + validation with that penalty."""
+    if getattr(datamodule, "trained_on", "train") != TRAINED_ON:
+        return fit_linear_part(datamodule, buckets, max_n, soft)
+    picked = fit_linear_part(datamodule, buckets, max_n, soft, train=datamodule.encode(datamodule.splits["train"]))
+    return replace(refit_linear_part(datamodule, buckets, max_n, soft, picked.penalty), val_acc=picked.val_acc)
 
 
 def linear_logits(part: LinearFit, dataset: Any, vocab_size: int, max_n: int) -> torch.Tensor:
@@ -142,6 +153,7 @@ def mix_best(model: Any, datamodule: Any) -> dict[str, Any] | None:
                                         val.targets)
     for _, member in named_members(net):  # an ensemble's mean logits mix as each member's do
         mix_into(member, part, network_weight)
+    model.linear_fit = part  # the margin's baseline: the n-gram linear model the run already fitted
     mixture = Mixture(network_weight, part.penalty, accuracy).plain()
     mixture["linear_fit"] = part.summary()
     log.info("linear part fitted alone in %.1f s; %s", part.seconds, describe(mixture))
@@ -155,6 +167,7 @@ def mix_refit(model: Any, datamodule: Any, mixture: dict[str, Any]) -> dict[str,
     part = refit_linear_part(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets),
                              mixture["penalty"])
     mix_into(model.net.cpu(), part, mixture["network_weight"])
+    model.linear_fit = replace(part, val_acc=mixture["linear_fit"]["val_acc_by_penalty"])
     return {**mixture, "linear_fit": {**mixture["linear_fit"], "refit_seconds": round(part.seconds, 1)}}
 
 

@@ -1,9 +1,10 @@
-"""Every run's margin over the n-gram baseline: after the test, the project's n-gram baseline is fitted on the run's
-own split (nameorigin.training.baseline: the TF-IDF logistic regression, or past HASHED_PAST training pairs the
-project's own hashed n-gram linear model; its setting chosen on validation, and refitted on train + validation
-when the model was), both are scored on the same test names, and the difference in accuracy gets a 95 % paired
-bootstrap interval and an exact McNemar test. `margin.enabled=false` turns the step off (its cost:
-docs/data-and-evaluation.md).
+"""Every run's margin over the n-gram baseline: after the test, the model is scored beside the project's n-gram
+linear model on the same test names, and the difference in accuracy gets a 95 % paired bootstrap interval and an
+exact McNemar test. The baseline is the one the run already fitted: the model's linear part, fitted alone on the
+split the served model was trained on, its penalty picked on validation (nameorigin.training.linear_part). Where
+the served model mixed none in (a fine-tuned model), it is fitted here the same way; past the full fit's size,
+the hashed baseline's batch fit stands in (nameorigin.training.baseline). `margin.enabled=false` turns the step
+off (its cost: docs/data-and-evaluation.md).
 """
 
 from __future__ import annotations
@@ -17,15 +18,20 @@ import numpy as np
 import torch
 
 from nameorigin.data.batching import TRAINED_ON
+from nameorigin.model import ngram_linear
+from nameorigin.model.ngram_linear import LinearFit
+from nameorigin.training import linear_part
 from nameorigin.training.split_logits import logits_in_order
 
 log = logging.getLogger(__name__)
 
-HASHED_PAST = 200_000  # training pairs past which the LR's grid is too slow and the hashed n-gram model stands in
+# Training pairs past which the like-for-like comparison's LR grid is too slow and the hashed n-gram model stands in.
+HASHED_PAST = 200_000
 
 
 # What the margin's line calls each baseline.
-BASELINE_NAMES = {"lr": "n-gram LR", "ngram": "hashed n-gram softmax"}
+BASELINE_NAMES = {"lr": "n-gram LR", "ngram": "hashed n-gram softmax",
+                  "linear_part": "n-gram linear model (the model's linear part, fitted alone)"}
 
 
 def mcnemar_p(only_first: int, only_second: int) -> float:
@@ -96,29 +102,58 @@ def macro_f1(truth: list[str], predicted: list[str]) -> float:
     return float(f1_score(truth, predicted, average="macro"))
 
 
-def run_margin(datamodule: Any, net: Any, labels: list[str]) -> dict[str, Any]:
-    """The model (`net`, as tested) beside the n-gram baseline on the run's test split, name by name."""
+def run_margin(datamodule: Any, model: Any) -> dict[str, Any]:
+    """The model (as tested) beside the n-gram linear model on the run's test split, name by name."""
     start = time.perf_counter()
+    net, labels = model.net, list(model.hparams.labels)
     splits, refitted = datamodule.splits, getattr(datamodule, "trained_on", "train") == TRAINED_ON
-    kind = "ngram" if len(splits["train"]) > HASHED_PAST else "lr"
-    baseline = fitted_baseline(kind, splits, refitted)
+    part = linear_part_of(model, datamodule)
+    kind = "ngram" if part is None else "linear_part"
+    baseline = fitted_baseline(kind, splits, refitted) if part is None else \
+        scored_part(part, datamodule, model.config.ngram_max, refitted)
     truth = [label for _, label in splits["test"]]
     logits = logits_in_order(net, datamodule.datasets["test"])
     predicted = [labels[i] for i in logits.argmax(1).tolist()]
     model_correct = torch.tensor([p == t for p, t in zip(predicted, truth, strict=True)])
-    like = like_for_like(datamodule, logits, refitted) if fits_shares_or_weights(datamodule) else None
+    like = like_for_like(datamodule, logits, refitted, part, model.config.ngram_max) \
+        if fits_shares_or_weights(datamodule) else None
     ranked = ranked_precision(logits, truth, labels, baseline) if "precision_at" in baseline else {}
     return {**compare(model_correct, macro_f1(truth, predicted), baseline, kind), **ranked, "like_for_like": like,
             "seconds": round(time.perf_counter() - start, 1)}
 
 
+def linear_part_of(model: Any, datamodule: Any) -> LinearFit | None:
+    """The linear part the run mixed into the served model, or, where it mixed none, the same model fitted now;
+    None past the full fit's size or without an n-gram head."""
+    if model.linear_fit is not None:
+        return model.linear_fit
+    config = model.config
+    if not config.ngram_buckets or not linear_part.fits(datamodule, config.ngram_buckets, config.ngram_max):
+        return None
+    return linear_part.fit_alone(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets))
+
+
+def scored_part(part: LinearFit, datamodule: Any, max_n: int, refitted: bool) -> dict[str, Any]:
+    """The linear part's answers on the test split, as fitted_baseline states a baseline."""
+    test, labels = datamodule.datasets["test"], datamodule.labels
+    scores = linear_part.linear_logits(part, test, len(datamodule.vocab), max_n)
+    predicted = [labels[i] for i in scores.argmax(1).tolist()]
+    truth = [label for _, label in datamodule.splits["test"]]
+    correct = scores.argmax(1) == test.targets
+    return {"setting": f"penalty={part.penalty:g}", "val_acc": max(part.val_acc.values(), default=None),
+            "trained_on": TRAINED_ON if refitted else "train", "test_acc": float(correct.double().mean()),
+            "test_macro_f1": macro_f1(truth, predicted), "correct": correct,
+            "precision_at": ngram_linear.precision_at(ngram_linear.label_ranks(scores, test.targets), len(labels)),
+            "seconds": part.seconds, "test_predictions": predicted}
+
+
 def ranked_precision(logits: torch.Tensor, truth: list[str], labels: list[str], baseline: dict) -> dict[str, dict]:
-    """Precision@1..K of both sides on the test pairs (the hashed baseline ranks its labels too): how often the
-    pair's label is among the top K answers."""
+    """Precision@1..K of both sides on the test pairs (the baseline ranks its labels too): how often the pair's
+    label is among the top K answers."""
     column = {label: i for i, label in enumerate(labels)}
-    index = torch.tensor([column[label] for label in truth])
-    rank = (logits > logits.gather(1, index[:, None])).sum(1)
-    return {"model_precision_at": {k: float((rank < k).double().mean()) for k in baseline["precision_at"]},
+    ranks = ngram_linear.label_ranks(logits, torch.tensor([column[label] for label in truth]))
+    model = ngram_linear.precision_at(ranks, len(labels))
+    return {"model_precision_at": {k: model[k] for k in baseline["precision_at"]},
             "baseline_precision_at": dict(baseline["precision_at"])}
 
 
@@ -152,18 +187,25 @@ def weighted_interval(gain: np.ndarray, weights: np.ndarray, samples: int = 2_00
     return [float(x) for x in np.quantile(margins, [0.025, 0.975])]
 
 
-def like_for_like(datamodule: Any, test_logits: torch.Tensor, refitted: bool) -> dict[str, Any]:
+def like_for_like(datamodule: Any, test_logits: torch.Tensor, refitted: bool, part: LinearFit | None,
+                  max_n: int) -> dict[str, Any]:
     """A share or weighted table: the model (its decided logits on the test split) beside the n-gram baseline
     fitted to the same shares and weights, on the metrics the run optimizes: person-weighted accuracy (with its
-    paired interval) and the shares' cross-entropy, both weighted by each test name's weight."""
+    paired interval) and the shares' cross-entropy, both weighted by each test name's weight. The baseline is the
+    linear part where there is one (fitted to the shares and weights the network fits), or else fitted here."""
     from nameorigin.training.baseline import fit_share_baseline, person_weighted_accuracy
 
     splits = datamodule.splits
-    names = {split: [name for name, _ in pairs] for split, pairs in splits.items()}
     targets, weights = {}, {}
     for split in splits:
         targets[split], weights[split] = fitted_targets(datamodule, split)
-    baseline = fit_share_baseline(names, targets, weights, len(splits["train"]) > HASHED_PAST, refitted)
+    if part is not None:
+        scores = linear_part.linear_logits(part, datamodule.datasets["test"], len(datamodule.vocab), max_n)
+        baseline = {"setting": f"penalty={part.penalty:g}", "seconds": 0.0,
+                    "test_probabilities": scores.softmax(-1).double().numpy()}
+    else:
+        names = {split: [name for name, _ in pairs] for split, pairs in splits.items()}
+        baseline = fit_share_baseline(names, targets, weights, len(splits["train"]) > HASHED_PAST, refitted)
     shares, weight = targets["test"], weights["test"]
     model_p = test_logits.softmax(-1).double().numpy()
     base_p = baseline["test_probabilities"]
@@ -215,8 +257,8 @@ def margin_line(result: dict[str, Any]) -> str:
 
 def measure_margin(model: Any, datamodule: Any, loggers: list) -> dict[str, Any]:
     """nameorigin.training.margin on the model as tested, logged (the pipeline stores it in the checkpoint)."""
-    result = run_margin(datamodule, model.net, list(model.hparams.labels))
-    log.info("margin over the n-gram baseline (fitted in %.0f s; margin.enabled=false skips it): %s",
+    result = run_margin(datamodule, model)
+    log.info("margin over the n-gram baseline (%.0f s; margin.enabled=false skips it): %s",
              result["seconds"], margin_line(result))
     for logger in loggers:
         logger.log_metrics(margin_metrics(result))

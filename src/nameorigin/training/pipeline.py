@@ -92,6 +92,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if served and served[-1].model is not model:  # the refit's weights and decisions, from memory
         model.load_state_dict(served[-1].model.state_dict())
         model.serve_with(served[-1].model.calibration, served[-1].model.mixture)
+        model.linear_fit = served[-1].model.linear_fit
     margin = None
     if cfg.test:
         with clock.stage("test"):
@@ -105,8 +106,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     final = served[-1].path if served else None
     metrics["best_checkpoint"], metrics["model_checkpoint"] = served[0].path if served else None, final
     if trainer.is_global_zero:
-        write_outputs(cfg, served, model, metrics, run.settings.picks, run.settings.candidates,
-                      {"margin": margin, "gradient_check": run.gradient_check})
+        with clock.stage("writing the outputs"):  # in train.log only: results.json is among them
+            write_outputs(cfg, served, model, metrics, run.settings.picks, run.settings.candidates,
+                          {"margin": margin, "gradient_check": run.gradient_check})
         output_dir = Path(cfg.paths.output_dir)
         report_to_trackers(run.loggers, run.cfg, run.settings.picks, final,
                            [output_dir / "MODEL_CARD.md", output_dir / "label_report.json"])
