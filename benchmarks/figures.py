@@ -421,13 +421,43 @@ def ensemble_tries(metrics: dict) -> list[tuple[int, float]]:
                   if key.startswith("ensemble/val_acc_"))
 
 
+def speed_variants(name: str) -> str:
+    """benchmarks.train_speed's variants side by side: names/s, its ratio, validation accuracy, fit and wall."""
+    figures = result(name)
+    rows = ["| loop, batch | median epoch names/s (mean of seeds) | ratio | val acc (mean) | fit s | run s |",
+            "|---|---|---|---|---|---|"]
+    for variant in figures["variants"].values():
+        impl, batch = (dict(o.split("=", 1) for o in variant["overrides"])[k] for k in ("model.impl",
+                                                                                         "data.batch_size"))
+        rows.append(f"| {impl}, {batch} | {variant['mean_names_per_s']:,.0f} | {variant['names_per_s_ratio']:.2f}x | "
+                    f"{variant['mean_val_acc']:.4f} | {variant['mean_fit_s']:.0f} | {variant['mean_wall_s']:.0f} |")
+    seeds = ", ".join(str(seed) for seed in figures["seeds"])
+    return "\n".join(rows) + f"\n\nTraining seeds {seeds}, each variant in turn; `{recorded(name)['command']}`.\n"
+
+
+def step_profiles() -> str:
+    """Where a training step's time goes, per tier (benchmarks.train_speed --profile)."""
+    figures = result("step_profiles")
+    rows = ["| tier (table) | names/s | loader | forward | backward | optimizer | products | n-gram table | "
+            "elementwise | interpreter | operators a step |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, variant in figures["variants"].items():
+        run = variant["runs"][0]
+        phases, ops = run["phases"], run["operators"]
+        rows.append(f"| {name} | {run['names_per_s']:,.0f} | " + " | ".join(f"{phases[p]:.0%}" for p in (
+            "loader", "forward", "backward", "optimizer")) + " | " + " | ".join(f"{ops.get(k, 0):.0%}" for k in (
+                "products", "ngram_table", "elementwise", "python")) + f" | {run['operator_calls_per_step']:,} |")
+    return "\n".join(rows) + "\n"
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "default_run": default_run, "headline": headline, "nine_runs": nine_runs, "seeds": seeds,
     "finetune": finetune, "gender": gender, "nana": nana, "nana_at_k": nana_at_k, "nana_bars": nana_bars,
     "nana_run": nana_run,
     "score_scale": score_scale, "audit": audit, "composition": composition, "gradient_check": gradient_check,
     "set_kinds": set_kinds, "h200": h200, "serve_load": serve_load, "ray": ray, "pretrain": pretrain,
-    "transfer_default": transfer_default, "transfer_tables": transfer_tables, "ema": ema, "ensemble": ensemble}
+    "transfer_default": transfer_default, "transfer_tables": transfer_tables, "ema": ema, "ensemble": ensemble,
+    "speed_small_transferred": lambda: speed_variants("speed_small_transferred"),
+    "speed_small_plain": lambda: speed_variants("speed_small_plain"), "step_profiles": step_profiles}
 
 
 def show(name: str, *args: str) -> None:

@@ -7,6 +7,12 @@ variants alternated seed by seed so a slow spell of the machine falls on all of 
 Per run: the median epoch's names/s from train.log (EpochTimer: validation left out), the best validation
 accuracy, the fit's and the whole run's seconds. Per variant: their means, and the names/s and wall ratios to the
 first variant. Prints JSON (benchmarks.record keeps it).
+
+  python -m benchmarks.train_speed --profile --variant small="transfer.use=never" \
+      --variant large="experiment=first_name_gender transfer.use=never"
+
+--profile: each run under `debug=step_profile` (one short epoch), its step_profile.json instead: where a training
+step's time goes (nameorigin.training.step_profile).
 """
 
 from __future__ import annotations
@@ -26,8 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EPOCH = re.compile(r"epoch \d+ trained in [\d.]+ s \(([\d.]+) names/s\)")
 
 
-def one_run(overrides: list[str], seed: int, folder: Path) -> dict:
+def one_run(overrides: list[str], seed: int, folder: Path, profile: bool = False) -> dict:
     start = time.perf_counter()
+    overrides = [*overrides, "debug=step_profile"] if profile else overrides
     done = subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides, f"seed={seed}",
                            "callbacks.progress_bar=null", f"hydra.run.dir={folder}"],
                           capture_output=True, text=True, check=False, cwd=ROOT)
@@ -35,6 +42,8 @@ def one_run(overrides: list[str], seed: int, folder: Path) -> dict:
     if done.returncode != 0:
         sys.exit(f"error: train.py {shlex.join(overrides)} seed={seed} exited {done.returncode}: "
                  f"{done.stderr.strip()[-500:]}")
+    if profile:
+        return {"seed": seed, **json.loads((folder / "step_profile.json").read_text())}
     rates = [float(rate) for rate in EPOCH.findall((folder / "train.log").read_text())]
     metrics = json.loads((folder / "results.json").read_text())["metrics"]
     return {"seed": seed, "names_per_s": round(statistics.median(rates), 1), "val_acc": metrics["val/acc_best"],
@@ -55,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a name, =, and the train.py overrides it adds (space-separated); the first is the "
                         "reference of the ratios")
     parser.add_argument("--seeds", default="0", help="comma-separated training seeds (default 0)")
+    parser.add_argument("--profile", action="store_true", help="each run one short epoch under debug=step_profile: "
+                        "where a training step's time goes")
     parser.add_argument("common", nargs=argparse.REMAINDER, help="-- then overrides every run gets")
     args = parser.parse_args(argv)
     variants = {}
@@ -69,12 +80,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         for seed in seeds:
             for name, overrides in variants.items():
-                runs[name].append(one_run([*common, *overrides], seed, Path(scratch) / f"{name}-{seed}"))
+                runs[name].append(one_run([*common, *overrides], seed, Path(scratch) / f"{name}-{seed}", args.profile))
                 print(f"{name} seed {seed}: {runs[name][-1]}", file=sys.stderr, flush=True)
     first = runs[next(iter(variants))]
     print(json.dumps({"common": common, "seeds": seeds,
                       "variants": {name: {"overrides": variants[name], "runs": runs[name],
-                                          **summary(runs[name], first)} for name in variants}}, indent=1))
+                                          **({} if args.profile else summary(runs[name], first))}
+                                   for name in variants}}, indent=1))
     return 0
 
 

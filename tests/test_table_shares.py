@@ -232,6 +232,10 @@ def test_the_first_names_conversion_keeps_its_decisions_and_counts(tmp_path):
     rows = list(csv.reader((tmp_path / "out" / "gender.csv").read_text().splitlines()))
     assert rows == [["name", "F", "M"], ["Jordan", "0.3", "0.7"], ["Maria", "0.97", "0.03"], ["Sasha", "1", "0"]]
     assert json.loads((tmp_path / "out" / "gender.json").read_text())["counts"] == meta["counts"]
+    sampled = convert_first_names(tmp_path / "out" / "two.csv", source, sample=2)
+    assert sampled["counts"]["kept"] == 2 and sampled["counts"]["left_out_by_sample"] == 1
+    two = list(csv.reader((tmp_path / "out" / "two.csv").read_text().splitlines()))[1:]
+    assert len(two) == 2 and all(row in rows for row in two)
 
 
 @pytest.mark.slow

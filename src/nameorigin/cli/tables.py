@@ -16,11 +16,14 @@ OutTable = Annotated[Path, typer.Option(dir_okay=False, help="the CSV to write; 
                                         "it as .json")]
 
 
-def first_names_table(out: OutTable = FIRST_NAMES_OUT) -> int:
+def first_names_table(out: OutTable = FIRST_NAMES_OUT,
+                      sample: Annotated[int | None, typer.Option(min=2, help="keep only this many names, drawn at "
+                                                                 "random (seed 0): a smaller table of the same kind "
+                                                                 "(docs/speed.md times 30k and 150k)")] = None) -> int:
     """names-dataset's first names as a table of gender shares (name,F,M), for experiment=first_name_gender."""
     from nameorigin.data.first_names import convert_first_names
 
-    record = convert_first_names(out)
+    record = convert_first_names(out, sample=sample)
     print(json.dumps(record["counts"], indent=1))
     print(f"wrote {out} ({record['counts']['kept']} names) and {out.with_suffix('.json')}")
     return 0

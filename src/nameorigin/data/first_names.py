@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import random
 from collections import Counter
 from pathlib import Path
 
@@ -29,8 +30,9 @@ from nameorigin.data.surnames import NAME_PATTERN, fold, package_pickle
 GENDERS = ("F", "M")
 
 
-def convert_first_names(out: Path, source: Path | None = None) -> dict:
-    """Write `out` (name,F,M) and `out` with suffix .json; returns the JSON's content."""
+def convert_first_names(out: Path, source: Path | None = None, sample: int | None = None) -> dict:
+    """Write `out` (name,F,M) and `out` with suffix .json; returns the JSON's content. sample: only that many
+    names, drawn at random (seed 0) from the whole table: a smaller table of the same kind."""
     import pickle
 
     source = source or package_pickle("first_names.pkl.gz")
@@ -55,6 +57,9 @@ def convert_first_names(out: Path, source: Path | None = None) -> dict:
             seen[folded] += 1
     del raw
     names = sorted(merged)
+    if sample is not None and sample < len(names):
+        counts["left_out_by_sample"] = len(names) - sample
+        names = sorted(random.Random(0).sample(names, sample))
     counts.update(kept=len(names), merged_spellings=sum(n - 1 for n in seen.values()),
                   majority_F=sum(merged[n][0] > merged[n][1] for n in names),
                   majority_M=sum(merged[n][1] >= merged[n][0] for n in names),
