@@ -449,6 +449,23 @@ def step_profiles() -> str:
     return "\n".join(rows) + "\n"
 
 
+def run_time(name: str = "default_run") -> str:
+    """Where a recorded run's wall went: fitting, then each step after it (train.log's "took" lines)."""
+    whole = recorded(name)
+    metrics, wall = whole["figures"]["metrics"], whole["seconds"]
+    from nameorigin.training.timing import fit_seconds
+
+    seconds, networks = fit_seconds(metrics)
+    steps = [(f"training ({networks} networks)" if networks > 1 else "training", seconds)] + [
+        (key[len("time/step_"):-2].replace("_", " "), value) for key, value in metrics.items()
+        if key.startswith("time/step_")]
+    rows = ["| part of the run | seconds | share of the run |", "|---|---|---|"]
+    rows += [f"| {part} | {seconds:.1f} | {seconds / wall:.0%} |" for part, seconds in steps]
+    rest = wall - sum(seconds for _, seconds in steps)
+    rows.append(f"| the rest (start, data, split, n-gram tables) | {rest:.1f} | {rest / wall:.0%} |")
+    return "\n".join(rows) + f"\n\n{wall:.0f} s in all: `{whole['command']}`.\n"
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "default_run": default_run, "headline": headline, "nine_runs": nine_runs, "seeds": seeds,
     "finetune": finetune, "gender": gender, "nana": nana, "nana_at_k": nana_at_k, "nana_bars": nana_bars,
@@ -457,7 +474,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "set_kinds": set_kinds, "h200": h200, "serve_load": serve_load, "ray": ray, "pretrain": pretrain,
     "transfer_default": transfer_default, "transfer_tables": transfer_tables, "ema": ema, "ensemble": ensemble,
     "speed_small_transferred": lambda: speed_variants("speed_small_transferred"),
-    "speed_small_plain": lambda: speed_variants("speed_small_plain"), "step_profiles": step_profiles}
+    "speed_small_plain": lambda: speed_variants("speed_small_plain"), "step_profiles": step_profiles,
+    "run_time": run_time}
 
 
 def show(name: str, *args: str) -> None:

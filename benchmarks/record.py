@@ -45,9 +45,9 @@ def commit() -> str:
 def figures_of(stdout: str) -> object:
     """A run's results.json (the folder its last lines name), else the JSON the command printed, else its printed
     text as it is (a command's output the docs show: {"stdout": ...})."""
-    run = re.search(r"tensorboard --logdir (\S+)\s*$", stdout)
-    if run:
-        return json.loads((Path(run.group(1)) / "results.json").read_text())
+    runs = re.findall(r"^\s*dashboard\s+tensorboard --logdir (\S+)\s*$", stdout, flags=re.MULTILINE)
+    if runs:  # the results block's last line; log lines may follow it
+        return json.loads((Path(runs[-1]) / "results.json").read_text())
     try:
         return json.loads(stdout)
     except json.JSONDecodeError:

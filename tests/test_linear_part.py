@@ -166,6 +166,17 @@ def test_a_run_mixes_its_parts_and_states_its_margin_everywhere(confusable, tmp_
     assert f"refit took {metrics['time/step_refit_s']:.1f} s" in (run / "train.log").read_text()
 
 
+def test_the_time_line_counts_every_network_the_run_trained():
+    from nameorigin.training.timing import time_line
+
+    transfer = {"time/fit_s": 38.9, "transfer/fit_s_plain": 31.0, "transfer/fit_s_transferred": 38.9,
+                "time/step_margin_s": 5.9}
+    assert time_line(transfer) == "fit 69.9 s (2 networks), margin 5.9 s"
+    assert time_line({"time/fit_s": 10.0, "ensemble/members": 3.0, "ensemble/fit_s_others": 20.0}) == \
+        "fit 30.0 s (3 networks)"
+    assert time_line({"time/fit_s": 10.0}) == "fit 10.0 s" and time_line({}) is None
+
+
 @pytest.mark.slow
 def test_the_switches_turn_the_margin_and_the_linear_part_off(tiny_corpus, tmp_path):
     result = train(tmp_path, f"data.root={tiny_corpus}", *TINY, "margin.enabled=false", "model.linear_part=false")

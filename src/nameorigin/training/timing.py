@@ -69,9 +69,23 @@ class StageClock:
 STEP = "time/step_"  # the results' key of a step after `fit`: time/step_linear_part_s, ...
 
 
+def fit_seconds(metrics: dict[str, Any]) -> tuple[float, int] | None:
+    """Every network's training, in seconds, and how many networks: the served one's `time/fit_s`, or both of
+    transfer's candidates where it trained two, and an ensemble's other members."""
+    if "transfer/fit_s_plain" in metrics:
+        fits = [metrics["transfer/fit_s_plain"], metrics["transfer/fit_s_transferred"]]
+    elif "time/fit_s" in metrics:
+        fits = [metrics["time/fit_s"]]
+    else:
+        return None
+    others = int(metrics.get("ensemble/members", 1)) - 1
+    return sum(fits) + metrics.get("ensemble/fit_s_others", 0.0), len(fits) + others
+
+
 def time_line(metrics: dict[str, Any]) -> str | None:
-    """Where the run's time went, in one line: fitting, then each step after it that ran."""
-    steps = [("fit", "time/fit_s")] + [(key[len(STEP):-2].replace("_", " "), key) for key in metrics
-                                        if key.startswith(STEP)]
-    shown = [f"{name} {metrics[key]:.1f} s" for name, key in steps if key in metrics]
+    """Where the run's time went, in one line: fitting every network, then each step after it that ran."""
+    fit = fit_seconds(metrics)
+    shown = [] if fit is None else [f"fit {fit[0]:.1f} s" + (f" ({fit[1]} networks)" if fit[1] > 1 else "")]
+    shown += [f"{key[len(STEP):-2].replace('_', ' ')} {value:.1f} s" for key, value in metrics.items()
+              if key.startswith(STEP)]
     return ", ".join(shown) if shown else None
