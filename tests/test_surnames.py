@@ -210,6 +210,12 @@ def test_known_names_fingerprint_matches_a_plain_python_reference():
         return first * (1 << 31) + second
 
     assert table.fingerprint(tokens, lengths).tolist() == [reference("ab"), reference("bc")]
+    assert sorted(table.fingerprints.tolist()) == sorted([reference("ab"), reference("bc")])
+    # The table's names as tokens: a character outside the vocabulary is <unk> (1), padding 0.
+    from nameorigin.model.known import padded_tokens
+
+    padded, sizes = padded_tokens(vocab, ["Ab", "b\u00e9C", "'"])
+    assert padded.tolist() == [[4, 5, 0], [5, 1, 6], [3, 0, 0]] and sizes.tolist() == [2, 3, 1]
 
 
 @pytest.mark.slow
