@@ -424,12 +424,12 @@ def ensemble_tries(metrics: dict) -> list[tuple[int, float]]:
 def speed_variants(name: str) -> str:
     """benchmarks.train_speed's variants side by side: names/s, its ratio, validation accuracy, fit and wall."""
     figures = result(name)
-    rows = ["| loop, batch | median epoch names/s (mean of seeds) | ratio | val acc (mean) | fit s | run s |",
+    rows = ["| loop, batch, lr | median epoch names/s (mean of seeds) | ratio | val acc (mean) | fit s | run s |",
             "|---|---|---|---|---|---|"]
     for variant in figures["variants"].values():
-        impl, batch = (dict(o.split("=", 1) for o in variant["overrides"])[k] for k in ("model.impl",
-                                                                                         "data.batch_size"))
-        rows.append(f"| {impl}, {batch} | {variant['mean_names_per_s']:,.0f} | {variant['names_per_s_ratio']:.2f}x | "
+        setting = dict(override.split("=", 1) for override in variant["overrides"])
+        loop = f"{setting['model.impl']}, {setting['data.batch_size']}, {setting.get('model.optimizer.lr', '3e-3')}"
+        rows.append(f"| {loop} | {variant['mean_names_per_s']:,.0f} | {variant['names_per_s_ratio']:.2f}x | "
                     f"{variant['mean_val_acc']:.4f} | {variant['mean_fit_s']:.0f} | {variant['mean_wall_s']:.0f} |")
     seeds = ", ".join(str(seed) for seed in figures["seeds"])
     return "\n".join(rows) + f"\n\nTraining seeds {seeds}, each variant in turn; `{recorded(name)['command']}`.\n"
