@@ -31,6 +31,8 @@ def events(run: Path) -> EventAccumulator:
 def test_run_prints_where_things_are(trained):
     run, _, result = trained
     assert "test/acc" in result.stdout and f"tensorboard --logdir {run}" in result.stdout
+    # the results block is the run's last lines, after every step's log (the outputs are written before it)
+    assert result.stdout.rstrip().splitlines()[-1] == f"  dashboard        tensorboard --logdir {run}"
     assert "best checkpoint" in result.stdout and f"model            {run / 'checkpoints' / 'refit.ckpt'}" in \
         result.stdout
     assert run.parent.parent.name == "outputs" and "." in run.name  # <date>/<time.microseconds>

@@ -22,9 +22,9 @@ from nameorigin.training.timing import time_line
 def write_outputs(cfg: DictConfig, served: list[Served], model: NameClassifier, metrics: dict, picks: list,
                   candidates: list, checks: dict) -> None:
     """What the run leaves: the served checkpoints, each written once (the tested one with the search's
-    candidates, the margin and the model card), the per-label report, the card, the published starting point,
-    results.json and the results block. `checks`: the margin (or None) and the gradient check's summary of the
-    first training (or None), which results.json keeps beside the metrics."""
+    candidates, the margin and the model card), the per-label report, the card, the published starting point and
+    results.json (`report` prints the results block after it). `checks`: the margin (or None) and the gradient
+    check's summary of the first training (or None), which results.json keeps beside the metrics."""
     margin = checks["margin"]
     output_dir = Path(cfg.paths.output_dir)
     if model.label_report is not None:  # the test split's per-label report, beside the card
@@ -47,7 +47,6 @@ def write_outputs(cfg: DictConfig, served: list[Served], model: NameClassifier, 
     write_atomically(output_dir / "results.json", lambda path: path.write_text(  # what benchmarks.record reads
         json.dumps({"metrics": figures, "model": final.path if final else None, **checks}, indent=1,
                    default=float)))
-    report(metrics, output_dir, margin)
 
 
 def report(metrics: dict[str, Any], output_dir: Path, margin: dict | None = None) -> None:

@@ -24,7 +24,7 @@ from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, Serv
 from nameorigin.training.instantiate import build, instantiate_all, instantiation_error
 from nameorigin.training.margin import margin_metrics, measure_margin
 from nameorigin.training.module import NameClassifier
-from nameorigin.training.outputs import write_outputs
+from nameorigin.training.outputs import report, write_outputs
 from nameorigin.training.preemption import Preemption
 from nameorigin.training.resume import carry_over, resolve_checkpoint
 from nameorigin.training.settings import RunSettings, changed, checked
@@ -112,6 +112,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         output_dir = Path(cfg.paths.output_dir)
         report_to_trackers(run.loggers, run.cfg, run.settings.picks, final,
                            [output_dir / "MODEL_CARD.md", output_dir / "label_report.json"])
+        report(metrics, output_dir, margin)  # the results block: the run's last lines
     return metrics
 
 
