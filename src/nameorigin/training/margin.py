@@ -31,7 +31,7 @@ HASHED_PAST = 200_000
 
 # What the margin's line calls each baseline.
 BASELINE_NAMES = {"lr": "n-gram LR", "ngram": "hashed n-gram softmax",
-                  "linear_part": "n-gram linear model (the model's linear part, fitted alone)"}
+                  "linear_part": "model's n-gram linear part, fitted alone"}
 
 
 def mcnemar_p(only_first: int, only_second: int) -> float:
