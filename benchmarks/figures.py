@@ -441,12 +441,14 @@ def step_profiles() -> str:
     rows = ["| tier (table) | names/s | loader | forward | backward | optimizer | products | n-gram table | "
             "elementwise | interpreter | operators a step |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, variant in figures["variants"].items():
-        run = variant["runs"][0]
+        run, setting = variant["runs"][0], dict(override.split("=", 1) for override in variant["overrides"])
         phases, ops = run["phases"], run["operators"]
-        rows.append(f"| {name} | {run['names_per_s']:,.0f} | " + " | ".join(f"{phases[p]:.0%}" for p in (
+        table = Path(setting["data.path"]).name if "data.path" in setting else setting.get("experiment", "the corpus")
+        rows.append(f"| {name} ({table}) | {run['names_per_s']:,.0f} | " + " | ".join(f"{phases[p]:.0%}" for p in (
             "loader", "forward", "backward", "optimizer")) + " | " + " | ".join(f"{ops.get(k, 0):.0%}" for k in (
                 "products", "ngram_table", "elementwise", "python")) + f" | {run['operator_calls_per_step']:,} |")
-    return "\n".join(rows) + "\n"
+    return "\n".join(rows) + ("\n\nLoader to optimizer: shares of a step's wall clock; products to interpreter: "
+                               f"shares of the operators' own time. `{recorded('step_profiles')['command']}`.\n")
 
 
 def run_time(name: str = "default_run") -> str:
@@ -462,7 +464,8 @@ def run_time(name: str = "default_run") -> str:
     rows = ["| part of the run | seconds | share of the run |", "|---|---|---|"]
     rows += [f"| {part} | {seconds:.1f} | {seconds / wall:.0%} |" for part, seconds in steps]
     rest = wall - sum(seconds for _, seconds in steps)
-    rows.append(f"| the rest (start, data, split, n-gram tables) | {rest:.1f} | {rest / wall:.0%} |")
+    rest_is = "the rest (start-up, data, loading the starting point, checkpoints)"
+    rows.append(f"| {rest_is} | {rest:.1f} | {rest / wall:.0%} |")
     return "\n".join(rows) + f"\n\n{wall:.0f} s in all: `{whole['command']}`.\n"
 
 
