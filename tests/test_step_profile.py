@@ -34,3 +34,43 @@ def test_a_run_under_debug_step_profile_says_where_its_steps_went(tiny_corpus, t
     assert report["operator_calls_per_step"] > 10  # a loop over characters: many small operators a step
     line = next(line for line in (run / "train.log").read_text().splitlines() if "step profile: " in line)
     assert f"{report['steps']} steps at {report['names_per_s']:.0f} names/s" in line
+
+
+def test_the_epoch_timer_leaves_validation_out(tmp_path):
+    """Lightning validates inside the training epoch: a validation that takes a second must not count."""
+    import time
+
+    import pytorch_lightning as pl
+    import torch
+
+    from nameorigin.data.batching import Batch
+    from nameorigin.training.timing import EpochTimer
+
+    class SlowValidation(pl.Callback):
+        def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+            time.sleep(1.0)
+
+    class Tiny(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(3, 1)
+
+        def training_step(self, batch: Batch, index: int) -> torch.Tensor:
+            return self.layer(batch.tokens.float()).sum()
+
+        def validation_step(self, batch: Batch, index: int) -> None:
+            self.layer(batch.tokens.float())
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    batches = [Batch(torch.ones(4, 3), torch.full((4,), 3), torch.zeros(4), torch.zeros(4, 2))] * 5
+    timer = EpochTimer()
+    trainer = pl.Trainer(max_epochs=1, num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+                         callbacks=[timer, SlowValidation()])
+    train, val = (torch.utils.data.DataLoader(items, batch_size=None) for items in (batches, batches[:1]))
+    trainer.fit(Tiny(), train_dataloaders=train, val_dataloaders=val)
+    assert timer.validation_s >= 1.0
+    assert trainer.callback_metrics["time/train_epoch_s"] < 0.5
+    assert trainer.callback_metrics["time/train_names_per_s"] > 20 / 0.5

@@ -21,8 +21,11 @@ log = logging.getLogger(__name__)
 
 
 class EpochTimer(Callback):
+    """Lightning validates inside the training epoch (at its end, or every val_check_interval), so each
+    validation's seconds are taken out of the epoch's."""
+
     def __init__(self) -> None:
-        self.start, self.names = 0.0, 0
+        self.start, self.names, self.validating, self.validation_s = 0.0, 0, 0.0, 0.0
 
     @staticmethod
     def wait(pl_module: pl.LightningModule) -> None:
@@ -31,7 +34,15 @@ class EpochTimer(Callback):
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.wait(pl_module)
-        self.start, self.names = time.perf_counter(), 0
+        self.start, self.names, self.validation_s = time.perf_counter(), 0, 0.0
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.wait(pl_module)
+        self.validating = time.perf_counter()
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.wait(pl_module)
+        self.validation_s += time.perf_counter() - self.validating
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
@@ -39,7 +50,7 @@ class EpochTimer(Callback):
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.wait(pl_module)
-        seconds = time.perf_counter() - self.start
+        seconds = time.perf_counter() - self.start - self.validation_s
         rate = self.names * trainer.world_size / seconds
         pl_module.log_dict({"time/train_epoch_s": seconds, "time/train_names_per_s": rate}, sync_dist=True)
         if trainer.is_global_zero:
