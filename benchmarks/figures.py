@@ -14,6 +14,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from nameorigin.training.margin import BASELINE_NAMES
+
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 
 
@@ -340,7 +342,7 @@ def transfer_default() -> str:
             f"| from the starting point (kept) | **{metrics['transfer/val_acc_transferred']:.4f}** | "
             f"{metrics['transfer/fit_s_transferred']:.0f} s | **{metrics['test/acc']:.4f}** | "
             f"**{metrics['test/macro_f1']:.4f}** |\n"
-            f"| n-gram LR on the same training names | | | {margin['baseline_acc']:.4f} | "
+            f"| the {BASELINE_NAMES[margin['kind']]}, on the same training names | | | {margin['baseline_acc']:.4f} | "
             f"{margin['baseline_macro_f1']:.4f} |\n\n"
             f"The margin is {points(100 * margin['margin'])} points, 95 % paired interval "
             f"{interval([100 * x for x in margin['interval']])}. The whole run took {run['seconds']:.0f} s against "
@@ -385,7 +387,7 @@ def small_table_row(name: str, t: dict, wall: str) -> str:
 
 def ema() -> str:
     rows = ["| split seed 0, plain model (`transfer.use=never`) | val acc | test acc | test macro-F1 | margin over the "
-            "n-gram LR |", "|---|---|---|---|---|"]
+            "n-gram baseline |", "|---|---|---|---|---|"]
     for name, what in (("default_run_plain", "default callbacks"), ("ema", "`callbacks=ema`")):
         run = recorded(name)
         metrics, margin = run["figures"]["metrics"], run["figures"]["margin"]
@@ -396,8 +398,8 @@ def ema() -> str:
 
 
 def ensemble() -> str:
-    rows = ["| split seed 0 | networks served | val acc | test acc | test macro-F1 | margin over the n-gram LR | whole "
-            "run |", "|---|---|---|---|---|---|---|"]
+    rows = ["| split seed 0 | networks served | val acc | test acc | test macro-F1 | margin over the n-gram baseline "
+            "| whole run |", "|---|---|---|---|---|---|---|"]
     lines = []
     for single, many, kind in (("default_run", "ensemble", "from the starting point"),
                                ("default_run_plain", "ensemble_plain", "plain, `transfer.use=never`")):
