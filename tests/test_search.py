@@ -58,7 +58,7 @@ def test_the_budget_stops_a_candidate_mid_training_and_starts_no_other(tmp_path)
     assert only["state"] == "stopped at the budget" and only["epochs"] < 5, only
     log = (run / "train.log").read_text()
     assert "search: no candidate finished within" in log and "the rule's settings stay" in log
-    assert checkpoint["hyper_parameters"]["config"]["optimizer"]["lr"] == 3e-3
+    assert checkpoint["hyper_parameters"]["config"]["optimizer"]["lr"] == 6e-3  # the small tier's
 
 
 @pytest.mark.slow
@@ -66,7 +66,7 @@ def test_the_rules_picks_are_the_first_candidate(tmp_path):
     _, checkpoint = searched_run(tmp_path, "search.budget_minutes=1", "search.max_trials=1")
     (first,) = checkpoint["search"]
     # TINY gives hidden size and batch on the command line: the rest of the rule's picks are searched.
-    assert first["settings"] == {"model.optimizer.lr": 3e-3, "model.dropout": 0.3, "model.label_smoothing": 0.1,
+    assert first["settings"] == {"model.optimizer.lr": 6e-3, "model.dropout": 0.3, "model.label_smoothing": 0.1,
                                  "model.ngram_max": 4, "model.ngram_buckets": 2**16}
     assert first["state"] == "complete" and first["epochs"] == 2
 

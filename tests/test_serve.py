@@ -112,6 +112,18 @@ def test_bad_requests_are_one_line_4xx_and_the_server_keeps_serving(served):
 
 
 @pytest.mark.slow
+def same_answer(got: object, expected: object) -> bool:
+    """Equal, probabilities to 2e-6: a name scored in another batch may differ in the last printed digit (the
+    bptt loop's products take the batch's shape)."""
+    if isinstance(got, dict) and isinstance(expected, dict):
+        return got.keys() == expected.keys() and all(same_answer(got[k], expected[k]) for k in got)
+    if isinstance(got, list) and isinstance(expected, list):
+        return len(got) == len(expected) and all(map(same_answer, got, expected))
+    if isinstance(got, float) and isinstance(expected, float):
+        return abs(got - expected) <= 2e-6
+    return got == expected
+
+
 def test_requests_batched_together_keep_their_own_options(served):
     """Forty concurrent requests with six different option sets land in shared batches; each answer equals the
     same request sent alone."""
@@ -128,7 +140,7 @@ def test_requests_batched_together_keep_their_own_options(served):
         expected = alone[i % len(options)]
         if i >= len(options):  # the names differ in their last entry: compare the shared first three
             answer, expected = answer["predictions"][:3], expected["predictions"][:3]
-        assert answer == expected, (i, options[i % len(options)])
+        assert same_answer(answer, expected), (i, options[i % len(options)], answer, expected)
     assert "estimated_prior" in together[3] and "estimated_prior" not in together[2]
 
 

@@ -190,7 +190,7 @@ def test_a_share_table_with_weights_trains_calibrates_on_the_shares_and_evaluate
     people, shares = data.table.weights[rows], data.table.shares[rows]
     assert like["model_person_acc"] == pytest.approx(
         (people * shares[range(len(rows)), answered]).sum() / people.sum(), abs=1e-6)
-    assert like["weighted"] and like["setting"].startswith("C=") and 0 < like["baseline_person_acc"] < 1
+    assert like["weighted"] and like["setting"].startswith("penalty=") and 0 < like["baseline_person_acc"] < 1
     log = (run / "train.log").read_text()
     assert log.index("people-weighted test accuracy over the n-gram baseline fitted to the same shares") \
         < log.index("per name, majority label")

@@ -153,8 +153,9 @@ def ranked_precision(logits: torch.Tensor, truth: list[str], labels: list[str], 
     column = {label: i for i, label in enumerate(labels)}
     ranks = ngram_linear.label_ranks(logits, torch.tensor([column[label] for label in truth]))
     model = ngram_linear.precision_at(ranks, len(labels))
-    return {"model_precision_at": {k: model[k] for k in baseline["precision_at"]},
-            "baseline_precision_at": dict(baseline["precision_at"])}
+    # keys as strings: what the checkpoint's and the export's JSON both give back
+    return {"model_precision_at": {str(k): model[k] for k in baseline["precision_at"]},
+            "baseline_precision_at": {str(k): value for k, value in baseline["precision_at"].items()}}
 
 
 def fits_shares_or_weights(datamodule: Any) -> bool:
