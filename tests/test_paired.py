@@ -164,5 +164,5 @@ def test_the_runs_margin_ranks_both_sides_when_the_baseline_ranks():
     logits = torch.tensor([[3.0, 2.0, 1.0], [1.0, 3.0, 2.0], [2.0, 1.0, 3.0], [1.0, 2.0, 3.0]])
     truth = ["a", "c", "b", "c"]  # ranks 0, 1, 2, 0
     result = ranked_precision(logits, truth, ["a", "b", "c"], {"precision_at": {1: 0.25, 2: 0.5, 3: 1.0}})
-    assert result["model_precision_at"] == {1: 0.5, 2: 0.75, 3: 1.0}
-    assert result["baseline_precision_at"] == {1: 0.25, 2: 0.5, 3: 1.0}
+    assert result["model_precision_at"] == {"1": 0.5, "2": 0.75, "3": 1.0}  # keys as the JSON gives them back
+    assert result["baseline_precision_at"] == {"1": 0.25, "2": 0.5, "3": 1.0}
