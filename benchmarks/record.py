@@ -47,7 +47,11 @@ def figures_of(stdout: str) -> object:
     text as it is (a command's output the docs show: {"stdout": ...})."""
     runs = re.findall(r"^\s*dashboard\s+tensorboard --logdir (\S+)\s*$", stdout, flags=re.MULTILINE)
     if runs:  # the results block's last line; log lines may follow it
-        return json.loads((Path(runs[-1]) / "results.json").read_text())
+        run = Path(runs[-1])
+        figures = json.loads((run / "results.json").read_text())
+        if figures.get("model"):  # from the run folder on: no machine's path in a published file
+            figures["model"] = str("outputs/<run>" / Path(figures["model"]).resolve().relative_to(run.resolve()))
+        return figures
     try:
         return json.loads(stdout)
     except json.JSONDecodeError:
