@@ -50,9 +50,9 @@ def test_the_search_finds_a_planted_better_setting_within_its_budget(tmp_path):
 
 @pytest.mark.slow
 def test_the_budget_stops_a_candidate_mid_training_and_starts_no_other(tmp_path):
-    # A budget of under a second: the first candidate is stopped within its first epochs, none other starts, and
-    # the run keeps the rule's settings (a partial figure is never the pick).
-    run, checkpoint = searched_run(tmp_path, "trainer.max_epochs=5", "search.budget_minutes=0.005",
+    # A budget shorter than the first candidate's five tiny epochs: it is stopped within its first epochs, none other
+    # starts, and the run keeps the rule's settings (a partial figure is never the pick).
+    run, checkpoint = searched_run(tmp_path, "trainer.max_epochs=5", "search.budget_minutes=0.001",
                                    "search.max_trials=4")
     (only,) = checkpoint["search"]
     assert only["state"] == "stopped at the budget" and only["epochs"] < 5, only
