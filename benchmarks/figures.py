@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nameorigin.training.margin import BASELINE_NAMES
+from nameorigin.training.timing import fit_seconds, step_seconds
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 
@@ -457,12 +458,8 @@ def run_time(name: str = "default_run") -> str:
     """Where a recorded run's wall went: fitting, then each step after it (train.log's "took" lines)."""
     whole = recorded(name)
     metrics, wall = whole["figures"]["metrics"], whole["seconds"]
-    from nameorigin.training.timing import fit_seconds
-
     seconds, networks = fit_seconds(metrics)
-    steps = [(f"training ({networks} networks)" if networks > 1 else "training", seconds)] + [
-        (key[len("time/step_"):-2].replace("_", " "), value) for key, value in metrics.items()
-        if key.startswith("time/step_")]
+    steps = [(f"training ({networks} networks)" if networks > 1 else "training", seconds), *step_seconds(metrics)]
     rows = ["| part of the run | seconds | share of the run |", "|---|---|---|"]
     rows += [f"| {part} | {seconds:.1f} | {seconds / wall:.0%} |" for part, seconds in steps]
     rest = wall - sum(seconds for _, seconds in steps)

@@ -93,10 +93,14 @@ def fit_seconds(metrics: dict[str, Any]) -> tuple[float, int] | None:
     return sum(fits) + metrics.get("ensemble/fit_s_others", 0.0), len(fits) + others
 
 
+def step_seconds(metrics: dict[str, Any]) -> list[tuple[str, float]]:
+    """Each step after `fit` that ran, by name, with its seconds."""
+    return [(key[len(STEP):-2].replace("_", " "), value) for key, value in metrics.items() if key.startswith(STEP)]
+
+
 def time_line(metrics: dict[str, Any]) -> str | None:
     """Where the run's time went, in one line: fitting every network, then each step after it that ran."""
     fit = fit_seconds(metrics)
     shown = [] if fit is None else [f"fit {fit[0]:.1f} s" + (f" ({fit[1]} networks)" if fit[1] > 1 else "")]
-    shown += [f"{key[len(STEP):-2].replace('_', ' ')} {value:.1f} s" for key, value in metrics.items()
-              if key.startswith(STEP)]
+    shown += [f"{name} {seconds:.1f} s" for name, seconds in step_seconds(metrics)]
     return ", ".join(shown) if shown else None
