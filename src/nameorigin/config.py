@@ -21,6 +21,7 @@ from typing import Any
 
 from nameorigin.base.errors import UserError
 from nameorigin.base.formats import described
+from nameorigin.base.parts import PARSED_PARTS
 
 
 class Choice(str, Enum):  # noqa: UP042 (not StrEnum: its str() and format() differ, which OmegaConf and messages read)
@@ -286,6 +287,38 @@ class TableDataConfig(LoaderConfig):
     weight_column: str | None = None  # a count or weight per row, for the training loss
     rows: str = "names"  # names: a row per name (or per name and label); people: a row per person, counted
     label_name: str = "label"
+    # A name in parts, one column each, given first and family last (data.name_columns=[first_name,last_name]):
+    # the model reads a boundary between them. Replaces name_column.
+    name_columns: list[str] | None = None
+    # name_column holds full names, split by nameparser into [given, family] ("Lincoln, Abraham" too).
+    split_full_name: bool = False
+    # How a model reads the parts: boundary (a token between them) or space ("Given Family" as one string, on
+    # the same split: what knowing the parts buys).
+    join_parts: str = "boundary"
+
+    @property
+    def name_source(self) -> list[str]:
+        """The columns a row's name is read from, in order."""
+        return list(self.name_columns) if self.name_columns else [self.name_column]
+
+    @property
+    def parts(self) -> list[str] | None:
+        """The parts a model of this table reads, or None for one string."""
+        return list(self.name_columns) if self.name_columns else list(PARSED_PARTS) if self.split_full_name \
+            else None
+
+    def check_parts(self) -> None:
+        if self.name_columns is not None:
+            columns = self.name_columns = [str(column) for column in self.name_columns]
+            if len(columns) < 2 or len(set(columns)) != len(columns) or not all(c.strip() for c in columns):
+                raise UserError(f"data.name_columns={columns} must name two or more distinct columns, given name "
+                                "first and family name last, e.g. data.name_columns=[first_name,last_name]")
+            if self.split_full_name:
+                raise UserError("data.split_full_name=true splits the one column data.name_column: drop it, or "
+                                "drop data.name_columns")
+        if self.join_parts not in ("boundary", "space"):
+            raise UserError(f"data.join_parts={self.join_parts} is not a way to read parts: pass boundary (a token "
+                            "between the parts) or space (one string)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -298,10 +331,11 @@ class TableDataConfig(LoaderConfig):
             if len(set(shares)) < 2 or len(set(shares)) != len(shares) or not all(c.strip() for c in shares):
                 raise UserError(f"data.share_columns={shares} must name two or more distinct columns, one per "
                                 "label, e.g. data.share_columns=[F,M]")
-            taken = {self.name_column, self.weight_column} & set(shares)
+            taken = {*self.name_source, self.weight_column} & set(shares)
             if taken:
                 raise UserError(f"data.share_columns={shares} holds {', '.join(sorted(taken))}, the name or "
                                 "weight column: name the label columns only")
+        self.check_parts()
         if self.rows not in ("names", "people"):
             raise UserError(f"data.rows={self.rows} is not a kind of row: pass data.rows=names (a row per name) or "
                             "data.rows=people (a row per person, counted into each name's label shares)")
@@ -311,7 +345,7 @@ class TableDataConfig(LoaderConfig):
         if self.rows == "people" and self.weight_column is not None:
             raise UserError("data.rows=people counts every row as one person: drop data.weight_column, or use "
                             "data.rows=names with it for rows that already hold counts")
-        if self.weight_column is not None and self.weight_column == self.name_column:
+        if self.weight_column is not None and self.weight_column in self.name_source:
             raise UserError(f"data.weight_column={self.weight_column} is the name column: name the column of counts "
                             "or weights")
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from nameorigin.serving.name_columns import check_columns, joined_cells, name_columns
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
 from nameorigin.serving.prior import estimate_prior
 from nameorigin.serving.progress import Progress
@@ -209,18 +210,25 @@ def distinct_cells(cells: dict, normalize: str) -> tuple[list[str], np.ndarray, 
     return names, counts, markers
 
 
-def table_composition(predictor: Predictor, source: str, column: str, delimiter: str | None = None,
+def table_composition(predictor: Predictor, source: str, column: str | list[str], delimiter: str | None = None,
                       reference: Reference | None = None, **options) -> Composition:
-    """The composition of a table file's rows (any table format, streamed through the one table reader)."""
+    """The composition of a table file's rows (any table format, streamed through the one table reader); several
+    columns: a name's parts, given first."""
 
     from nameorigin.base.tables import TableReader
 
     reader = TableReader(source, "--file", delimiter)
-    reader.require_text(column, f"--column {column}")
+    columns = name_columns(column)
+    check_columns(predictor.part_names, columns)
+    for name in columns:
+        reader.require_text(name, f"--column {name}")
     cells: Counter = Counter()
     with Progress("rows counted", reader.row_count()) as progress:
-        for chunk in reader.chunks([column]):
-            count_cells(cells, chunk, column)
+        for chunk in reader.chunks(columns):
+            if len(columns) == 1:
+                count_cells(cells, chunk, columns[0])
+            else:
+                cells.update(joined_cells([chunk.cells(name) for name in columns]))
             progress.advance(len(chunk))
     return cells_composition(predictor, cells, reference, **options)
 
@@ -245,7 +253,7 @@ def cells_composition(predictor: Predictor, cells: dict, reference: Reference | 
     return found
 
 
-def frame_composition(frame, column: str, predictor: Predictor | str, reference: Reference | None = None,
+def frame_composition(frame, column: str | list[str], predictor: Predictor | str, reference: Reference | None = None,
                       **options) -> Composition:
     """predict_frame's counterpart: the composition of a DataFrame column's rows (blank, NaN and None cells
     counted as unusable); the adjusted method from `reference`, else from the one the checkpoint carries."""
@@ -253,10 +261,17 @@ def frame_composition(frame, column: str, predictor: Predictor | str, reference:
 
     from nameorigin.base.errors import UserError
 
-    if column not in frame.columns:
-        raise UserError(f"column {column!r} is not in the frame: choose one of {', '.join(map(repr, frame.columns))}")
+    columns = name_columns(column)
+    for name in columns:
+        if name not in frame.columns:
+            raise UserError(f"column {name!r} is not in the frame: choose one of "
+                            f"{', '.join(map(repr, frame.columns))}")
     predictor = Predictor.load(predictor) if not isinstance(predictor, Predictor) else predictor
-    counts = frame[column].value_counts(dropna=False)
+    check_columns(predictor.part_names, columns)
+    if len(columns) > 1:
+        cells = Counter(joined_cells([frame[name].where(frame[name].notna(), None).tolist() for name in columns]))
+        return cells_composition(predictor, cells, reference or stored_reference(predictor), **options)
+    counts = frame[columns[0]].value_counts(dropna=False)
     cells = {None if (not isinstance(cell, str) and bool(pd.isna(cell))) else cell: int(n)
              for cell, n in counts.items()}
     return cells_composition(predictor, cells, reference or stored_reference(predictor), **options)

@@ -63,7 +63,7 @@ def ranked_scores(probs: torch.Tensor, truth: torch.Tensor, calibration: Calibra
     and, when the checkpoint stores the level, how often the 90 % prediction set holds the label and its size."""
     rank = (probs > probs.gather(1, truth[:, None])).sum(1)  # how many labels score above the true one
     result = {"precision_at": {k: float((rank < k).double().mean()) for k in range(1, min(5, probs.shape[1]) + 1)},
-              "ece": expected_calibration_error(probs, truth)}
+              "ece": expected_calibration_error(probs, truth), "ranks": rank.tolist()}
     if level_key(REPORT_LEVEL) in calibration.conformal:
         sets = prediction_sets(probs, calibration.threshold(level_key(REPORT_LEVEL)))
         result["set_level"] = REPORT_LEVEL

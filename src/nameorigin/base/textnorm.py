@@ -9,13 +9,13 @@ import numpy as np
 import torch
 
 from nameorigin.base.errors import UserError
+from nameorigin.base.parts import BOUNDARY, split_parts
 
 PAD, UNK = "<pad>", "<unk>"
 NORMALIZERS = ("ascii", "none")
 # Longer is not one name (the tutorial corpus' longest has 20 characters): tables skip it and count it, the
 # Predictor explains it instead of cutting it, exports size their programs for it.
 MAX_NAME_LENGTH = 64
-
 
 
 def normalize_name(name: str, mode: str = "ascii") -> str:
@@ -33,7 +33,11 @@ def normalize_name(name: str, mode: str = "ascii") -> str:
 
 def variant_key(name: str) -> str:
     """What spellings of one name share: its letters and digits, case and accents folded (O'Neill, Oneill ->
-    oneill; José, Jose -> jose), so a table read with data.normalize=none keeps accented spellings together too."""
+    oneill; José, Jose -> jose), so a table read with data.normalize=none keeps accented spellings together too.
+    A name of parts keys as its parts' keys in sorted order: the same person given family first falls with them.
+    """
+    if BOUNDARY in name:
+        return BOUNDARY.join(sorted(variant_key(part) for part in split_parts(name)))
     if not name.isascii():
         name = "".join(c for c in unicodedata.normalize("NFD", name) if not unicodedata.combining(c))
     return "".join(c for c in name.casefold() if c.isalnum())

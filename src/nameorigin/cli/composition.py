@@ -11,8 +11,9 @@ from nameorigin.serving.predict import Predictor
 
 
 def composition(checkpoint: Checkpoint, names: Names = None, file: NamesFile = None,
-                column: Annotated[str | None, typer.Option(help="with --file: the table column holding the "
-                                                           "names")] = None,
+                column: Annotated[list[str] | None, typer.Option(help="with --file: the table column holding the "
+                                                                 "names (once per part for a model of parts, "
+                                                                 "given first)")] = None,
                 delimiter: Annotated[str | None, typer.Option(help="table delimiter (default: from the "
                                                               "suffix)")] = None,
                 reference: Annotated[Path | None, typer.Option(

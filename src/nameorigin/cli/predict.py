@@ -33,9 +33,11 @@ def model_path(checkpoint: str, outputs: Path) -> str:
 
 @takes_options()
 def predict(checkpoint: Checkpoint, names: Names = None, file: NamesFile = None,
-            column: Annotated[str | None, typer.Option(help="with --file: the table column holding the names; every "
-                                                       "row is written back in order with prediction columns "
-                                                       "appended, each distinct name scored once")] = None,
+            column: Annotated[list[str] | None, typer.Option(help="with --file: the table column holding the names "
+                                                             "(once per part for a model of parts, given first); "
+                                                             "every row is written back in order with prediction "
+                                                             "columns appended, each distinct name scored once")]
+            = None,
             out: Annotated[Path | None, typer.Option(help="write the table (with --column) to this file instead of "
                                                      "standard output (as CSV), in the format its suffix names; it "
                                                      "appears only when complete")] = None,

@@ -20,7 +20,8 @@ def ray_score(model: Annotated[str, typer.Argument(help="a .ckpt, .pt2 or .onnx;
                                                     "object-store URI", show_default=False)],
               out: Annotated[str, typer.Argument(help="folder (or object-store URI) the scored Parquet files are "
                                                  "written to", show_default=False)],
-              column: Annotated[str, typer.Option(help="the column holding the names", show_default=False)],
+              column: Annotated[list[str], typer.Option(help="the column holding the names; once per part for a "
+                                                        "model of parts, given first", show_default=False)],
               concurrency: Annotated[int, typer.Option(min=1, help="scoring actors (one per core)")] = 2,
               threads: Annotated[int, typer.Option(min=1, help="torch threads per actor")] = 1,
               batch_rows: Annotated[int, typer.Option(min=1, help="rows per batch given to an actor; each "

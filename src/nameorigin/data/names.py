@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from nameorigin.base.errors import UserError
+from nameorigin.base.parts import boundary_index
 from nameorigin.base.textnorm import build_vocab, encode_names, grow_vocab
 from nameorigin.config import NamesDataConfig
 from nameorigin.data.batching import TRAINED_ON, Batch, BucketedDataModule, EncodedRows
@@ -29,8 +30,9 @@ class EncodedNames(EncodedRows):
     loss (data.weight_column)."""
 
     def __init__(self, pairs: Sequence[tuple[str, str]], char_to_index: dict[str, int], labels: list[str],
-                 shares: torch.Tensor | None = None, weights: torch.Tensor | None = None):
+                 shares: torch.Tensor | None = None, weights: torch.Tensor | None = None, boundary: int = -1):
         label_index = {label: i for i, label in enumerate(labels)}
+        self.boundary = boundary  # the parts' boundary token, for names of parts (nameorigin.base.parts)
         self.names = [name for name, _ in pairs]
         self.tokens, self.lengths = encode_names(self.names, char_to_index)
         self.targets = torch.tensor([label_index[lang] for _, lang in pairs], dtype=torch.long)
@@ -111,7 +113,7 @@ class NamesDataModule(BucketedDataModule):
             self.leave_out_of_training(self.exclude)
         split = time.perf_counter()
         # Fine-tuning sets pretrained_vocab before setup: the training names grow it (accents on an ASCII model).
-        train_names = [name for name, _ in self.splits["train"]]
+        train_names = [name for name, _ in self.as_read(self.splits["train"])]
         self.vocab = grow_vocab(self.pretrained_vocab, train_names) if self.pretrained_vocab else build_vocab(
             train_names)
         self.datasets = {s: self.encode(p) for s, p in self.splits.items()}
@@ -137,7 +139,20 @@ class NamesDataModule(BucketedDataModule):
 
     def encode(self, pairs: Sequence[tuple[str, str]]) -> EncodedNames:
         """One split's pairs as tensors (a share table adds its shares and weights)."""
-        return EncodedNames(pairs, {c: i for i, c in enumerate(self.vocab)}, self.labels)
+        return EncodedNames(pairs, {c: i for i, c in enumerate(self.vocab)}, self.labels, boundary=self.boundary)
+
+    def as_read(self, pairs: Sequence[tuple[str, str]]) -> Sequence[tuple[str, str]]:
+        """The pairs as the model reads their names (a table's parts may be glued into one string)."""
+        return pairs
+
+    @property
+    def name_parts(self) -> dict | None:
+        """The parts a name is read as ({"names": [...], "join": ...}, for the checkpoint), None for one string."""
+        return None
+
+    @property
+    def boundary(self) -> int:
+        return boundary_index(self.vocab, self.name_parts)
 
     def check_every_label_is_split(self) -> None:
         """Hook for readers that refuse a label missing from train, validation or test (the table reader)."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ import torch
 
 from nameorigin.base.digest import file_sha256
 from nameorigin.base.errors import UserError
+from nameorigin.base.parts import glue_parts, join_parts, parse_full_name
 from nameorigin.base.tables import TableReader, is_missing
 from nameorigin.base.textnorm import MAX_NAME_LENGTH, normalize_name
 from nameorigin.config import TableDataConfig
@@ -40,11 +41,14 @@ from nameorigin.data.names import EncodedNames, NamesDataModule
 
 # The column settings a checkpoint keeps (to read the table again), and those its sha256 covers.
 COLUMN_SETTINGS = ("name_column", "label_column", "label_separator", "delimiter", "share_columns", "weight_column",
-                   "rows")
+                   "rows", "name_columns", "split_full_name", "join_parts")
 # People are counted from each chunk's cells as Python lists: Parquet chunks smaller than the reader's default
 # keep those lists a small part of the memory.
 PEOPLE_CHUNK = 1 << 18
-DIGESTED = ("name_column", "label_column", "label_separator", "share_columns", "weight_column", "rows")
+DIGESTED = ("name_column", "label_column", "label_separator", "share_columns", "weight_column", "rows", "name_columns",
+            "split_full_name")
+# Settings left out of the digest at their defaults, so a table's digest is what it was before each existed.
+DIGEST_DEFAULTS = {"rows": "names", "split_full_name": False}
 
 
 def column_settings(config: TableDataConfig, keys: tuple[str, ...] = COLUMN_SETTINGS) -> dict[str, Any]:
@@ -89,11 +93,40 @@ def rows_of(reader: TableReader, columns: list[str]) -> Iterator[tuple[str, list
             yield chunk.where(k), list(cells)
 
 
+class NameReader:
+    """A row's name from its name cells: one cell normalized, parts joined (data.name_columns), or a full name
+    split by nameparser (data.split_full_name), with how many full names it could not split in two
+    (`one_part`) or read as "Family, Given" (`comma`). Each distinct cell is parsed once."""
+
+    def __init__(self, config: TableDataConfig):
+        self.mode = config.normalize.value
+        self.split = config.split_full_name
+        self.parsed: dict[str, str] = {}
+        self.counts = Counter({"one_part": 0, "comma": 0}) if self.split else Counter()
+
+    def __call__(self, cells: Sequence[Any]) -> str:
+        if len(cells) > 1:
+            return join_parts([normalize_name(text(cell), self.mode) for cell in cells])
+        name = normalize_name(text(cells[0]), self.mode)
+        if not self.split or not name:
+            return name
+        if name not in self.parsed:
+            parsed = parse_full_name(name)
+            self.parsed[name] = join_parts([parsed.given, parsed.family])
+            self.counts["one_part"] += parsed.unsplit
+            self.counts["comma"] += parsed.comma
+        return self.parsed[name]
+
+    def report(self) -> dict[str, int]:
+        """Distinct full names nameparser left in one part or read family first (data.split_full_name)."""
+        return {f"split_{key}": value for key, value in self.counts.items()}
+
+
 def table_digest(path: Path, config: TableDataConfig) -> str:
     """sha256 of the file and the settings that decide what was read (rows=names, the default, left out, so a
     table's digest is what it was before that setting existed)."""
     settings = {key: value for key, value in column_settings(config, DIGESTED).items()
-                if value is not None and (key, value) != ("rows", "names")}
+                if value is not None and DIGEST_DEFAULTS.get(key, object()) != value}
     return file_sha256(path, b"\0" + json.dumps(settings, sort_keys=True).encode())
 
 
@@ -111,18 +144,21 @@ def shares_table(names: list[str], labels: list[str], amounts: np.ndarray, diges
 def read_people(config: TableDataConfig, reader: TableReader) -> Table:
     """data.rows=people: count the (name cell, label cell) rows as they stream, then normalize each distinct cell
     pair once; a skipped pair counts all of its rows under its reason."""
-    reader.require(config.name_column, f"data.name_column={config.name_column}")
+    for setting, column in name_settings(config):
+        reader.require(column, setting)
     reader.require(config.label_column, f"data.label_column={config.label_column}")
     cells: Counter = Counter()
     rows = PEOPLE_CHUNK if reader.format.columnar else None
-    for chunk in reader.chunks([config.name_column, config.label_column], rows):
-        cells.update(zip(chunk.cells(config.name_column), chunk.cells(config.label_column), strict=True))
+    name_of, source = NameReader(config), config.name_source
+    for chunk in reader.chunks([*source, config.label_column], rows):
+        cells.update(zip(zip(*(chunk.cells(column) for column in source), strict=True),
+                         chunk.cells(config.label_column), strict=True))
     counts = Counter({"rows": sum(cells.values()), "blank_name": 0, "long_name": 0, "blank_label": 0})
     people: dict[str, dict[str, float]] = {}
     while cells:  # emptied as it goes: the raw pairs and the pooled names are not both held whole
         (name_cell, label_cell), rows = cells.popitem()
         labels = [label.strip() for label in text(label_cell).split(config.label_separator) if label.strip()]
-        name = normalize_name(text(name_cell), config.normalize.value)
+        name = name_of(name_cell)
         reason = "blank_label" if not labels else "blank_name" if not name else \
             "long_name" if len(name) > MAX_NAME_LENGTH else None
         if reason:
@@ -147,12 +183,20 @@ def read_people(config: TableDataConfig, reader: TableReader) -> Table:
     majority = shares.argmax(1) if len(names) else np.zeros(0, dtype=int)
     pairs = [(name, labels[k]) for name, k in zip(names, majority.tolist(), strict=True)]
     counts["distinct_names"] = len(names)
+    counts.update(name_of.report())
     return Table(pairs, labels, table_digest(Path(config.path), config), dict(counts), shares, weights)
+
+
+def name_settings(config: TableDataConfig) -> list[tuple[str, str]]:
+    """Each column a name is read from, with the setting that names it."""
+    if config.name_columns:
+        return [(f"data.name_columns={config.name_columns}: {column}", column) for column in config.name_columns]
+    return [(f"data.name_column={config.name_column}", config.name_column)]
 
 
 def required_columns(config: TableDataConfig, reader: TableReader, shares_in: list[str] | None) -> list[str]:
     """The columns a row is read from, in order (name, labels or shares, weight), each checked to exist."""
-    needed = [(f"data.name_column={config.name_column}", config.name_column)]
+    needed = name_settings(config)
     needed += [(f"data.share_columns={config.share_columns}: {c}", c) for c in shares_in] if shares_in else \
         [(f"data.label_column={config.label_column}", config.label_column)]
     needed += [(f"data.weight_column={config.weight_column}", config.weight_column)] if config.weight_column else []
@@ -176,17 +220,18 @@ def read_table(config: TableDataConfig) -> Table:
     reasons = ["blank_name", "long_name", "zero_shares" if shares_in else "blank_label",
                *(["zero_weight"] if config.weight_column else [])]
     counts = Counter({"rows": 0, **dict.fromkeys(reasons, 0)})
+    name_of, width = NameReader(config), len(config.name_source)
     for where, cells in rows_of(reader, wanted):
         counts["rows"] += 1
+        name, rest = name_of(cells[:width]), cells[width:]
         weight = number(cells[-1], f"data.weight_column={config.weight_column}", where, path, None) \
             if config.weight_column else 1.0
         if shares_in:
             values = [number(cell, f"data.share_columns={config.share_columns}: {column}", where, path, 0.0)
-                      for cell, column in zip(cells[1 : 1 + len(shares_in)], shares_in, strict=True)]
+                      for cell, column in zip(rest[: len(shares_in)], shares_in, strict=True)]
             total = sum(values)
         else:
-            labels = [label.strip() for label in text(cells[1]).split(config.label_separator) if label.strip()]
-        name = normalize_name(text(cells[0]), config.normalize.value)
+            labels = [label.strip() for label in text(rest[0]).split(config.label_separator) if label.strip()]
         if shares_in and total == 0:
             counts["zero_shares"] += 1
         elif not shares_in and not labels:
@@ -210,6 +255,7 @@ def read_table(config: TableDataConfig) -> Table:
         raise UserError(f"data.label_column={config.label_column} is blank on every row of {path}: name the "
                         "column that holds the labels")
     digest = table_digest(path, config)
+    counts.update(name_of.report())
     if not shares_in:
         ordered = sorted(pairs)
         weights = np.array([pair_weight[pair] for pair in ordered]) if config.weight_column else None
@@ -249,7 +295,19 @@ class TableDataModule(NamesDataModule):
         rows = None if self.row_of is None else np.array([self.row_of[pair] for pair in pairs], dtype=np.int64)
         shares = None if table.shares is None else torch.from_numpy(table.shares[rows])
         weights = None if table.weights is None else torch.from_numpy(table.weights[rows].astype(np.float32))
-        return EncodedNames(pairs, {c: i for i, c in enumerate(self.vocab)}, self.labels, shares, weights)
+        return EncodedNames(self.as_read(pairs), {c: i for i, c in enumerate(self.vocab)}, self.labels, shares,
+                            weights, self.boundary)
+
+    @property
+    def name_parts(self) -> dict | None:
+        parts = self.config.parts
+        return {"names": parts, "join": self.config.join_parts} if parts else None
+
+    def as_read(self, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """data.join_parts=space: the parts glued into "Given Family", one string (the split stays the parts')."""
+        if self.config.parts and self.config.join_parts == "space":
+            return [(glue_parts(name), label) for name, label in pairs]
+        return pairs
 
     def check_every_label_is_split(self) -> None:
         """A label must have a name in each of train, validation and test, or its scores mean nothing (with

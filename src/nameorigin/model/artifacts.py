@@ -137,6 +137,8 @@ class ServingMeta:
     training_shares: list[float] | None = None  # the label mix the probabilities carry by construction
     calibrated: bool = True  # False: serve the probabilities before temperature scaling (a serving choice)
     margin: dict[str, Any] | None = None  # nameorigin.training.margin: the run's margin over the n-gram baseline
+    # A model of parts: {"names": [given, family], "join": "boundary" | "space"} (nameorigin.base.parts)
+    name_parts: dict[str, Any] | None = None
 
     def plain(self) -> dict[str, Any]:
         values = dataclasses.asdict(self)
@@ -164,7 +166,7 @@ class ServingMeta:
                    label_name=settings.get("label_name", "language"), label_names=hp.get("label_names"),
                    data_settings=settings, calibration=Calibration.from_plain(checkpoint.get("calibration")),
                    model_card=checkpoint.get("model_card"), training_shares=training_shares(hp),
-                   margin=checkpoint.get("margin"))
+                   margin=checkpoint.get("margin"), name_parts=hp.get("name_parts"))
 
 
 def training_shares(hparams: dict[str, Any]) -> list[float] | None:

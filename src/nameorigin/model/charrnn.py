@@ -84,9 +84,13 @@ class CharRNN(nn.Module):
     In eval mode the logits pass through the decision layer kept as buffers, so the checkpoint carries it:
     `logit_offset` (post-hoc logit adjustment, -tau * log prior) and `temperature` (fitted on validation)."""
 
-    def __init__(self, config: NetConfig, vocab_size: int, num_classes: int, transfer: TransferParts | None = None):
+    def __init__(self, config: NetConfig, vocab_size: int, num_classes: int, transfer: TransferParts | None = None,
+                 boundary: int = -1):
         super().__init__()
         self.config, self.vocab_size = config, vocab_size
+        # A name of parts (nameorigin.base.parts): the boundary's index, a token the cell reads like any character;
+        # the n-gram heads stop at it and the known names read the family part. -1: one string.
+        self.boundary = boundary
         hidden, embedding_dim = config.hidden_size, config.embedding_dim
         check_cell(config)
         self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0) if embedding_dim else None
@@ -175,15 +179,19 @@ class CharRNN(nn.Module):
 
     def readout(self, h: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Raw logits from the last state (and, for the n-gram head and known names, the tokens)."""
-        features = self.dropout(h)
-        source = self.transfer.features(h, tokens, lengths) if self.transfer is not None else None
+        features, boundaries = self.dropout(h), self.boundaries(tokens)
+        source = self.transfer.features(h, tokens, lengths, boundaries) if self.transfer is not None else None
         if source is not None:
             features = torch.cat([features, source], dim=-1)
         logits = self.head(features)
         if self.ngram is not None:
-            logits = logits + self.ngram(tokens, lengths)
-        evidence = self.transfer.evidence(tokens, lengths) if self.transfer is not None else None
+            logits = logits + self.ngram(tokens, lengths, boundaries)
+        evidence = self.transfer.evidence(tokens, lengths, boundaries) if self.transfer is not None else None
         return logits if evidence is None else logits + evidence
+
+    def boundaries(self, tokens: torch.Tensor) -> torch.Tensor | None:
+        """[B, T] where a name of parts has a boundary; None for a model of one string."""
+        return tokens == self.boundary if self.boundary >= 0 else None
 
     def raw_logits(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """The logits before the decision layer, in any mode."""
@@ -226,11 +234,11 @@ class CharRNN(nn.Module):
 
 
 def build_net(config: NetConfig, vocab_size: int, num_classes: int,
-              transfer: TransferShape | None = None) -> CharRNN:
+              transfer: TransferShape | None = None, boundary: int = -1) -> CharRNN:
     """The core network and, for a fine-tuned model, the parts composed around it."""
     parts = None
     if transfer:
         parts = TransferParts(transfer, vocab_size, config.hidden_size * config.directions, num_classes,
                               config.ngram_max,
                               getattr(config, "evidence_hidden", 0))
-    return CharRNN(config, vocab_size, num_classes, parts)
+    return CharRNN(config, vocab_size, num_classes, parts, boundary)

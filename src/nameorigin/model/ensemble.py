@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from nameorigin.base.parts import boundary_index
 from nameorigin.config import ModelConfig, NetConfig, TransferShape, from_plain
 from nameorigin.model.charrnn import CharRNN, build_net
 
@@ -63,11 +64,11 @@ def named_members(net: nn.Module) -> list[tuple[str, CharRNN]]:
 
 
 def build_served_net(config: NetConfig, vocab_size: int, num_classes: int, transfer: TransferShape | None = None,
-                     members: int = 1) -> CharRNN | Ensemble:
+                     members: int = 1, boundary: int = -1) -> CharRNN | Ensemble:
     """One network, or an ensemble of `members` networks of that shape."""
     if members == 1:
-        return build_net(config, vocab_size, num_classes, transfer)
-    return Ensemble([build_net(config, vocab_size, num_classes, transfer) for _ in range(members)])
+        return build_net(config, vocab_size, num_classes, transfer, boundary)
+    return Ensemble([build_net(config, vocab_size, num_classes, transfer, boundary) for _ in range(members)])
 
 
 def net_from_checkpoint(checkpoint: dict) -> CharRNN | Ensemble:
@@ -75,7 +76,7 @@ def net_from_checkpoint(checkpoint: dict) -> CharRNN | Ensemble:
     hp = checkpoint["hyper_parameters"]
     transfer = TransferShape(**hp["transfer"]) if hp.get("transfer") else None
     net = build_served_net(from_plain(ModelConfig, hp["config"]), len(hp["vocab"]), len(hp["labels"]), transfer,
-                           int(hp.get("members") or 1))
+                           int(hp.get("members") or 1), boundary_index(hp["vocab"], hp.get("name_parts")))
     prefix = "net."
     net.load_state_dict({k[len(prefix):]: v for k, v in checkpoint.get("state_dict", {}).items()
                          if k.startswith(prefix)})

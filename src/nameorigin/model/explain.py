@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from nameorigin.base.errors import UserError
+from nameorigin.base.parts import BOUNDARY
 from nameorigin.model.charrnn import batch_tokens
 from nameorigin.model.ensemble import Ensemble
 from nameorigin.model.loops import autograd_loop
@@ -79,7 +80,8 @@ def head_logits(net, states: torch.Tensor, tokens: torch.Tensor, lengths: torch.
     if parts is not None and parts.source_head is not None:
         source = parts.source_head(states)
         if parts.source_ngram is not None:
-            source = source + parts.source_ngram(tokens, lengths)[:, None, :]
+            source = source + parts.source_ngram(parts.as_pretrained(tokens), lengths,
+                                                 net.boundaries(tokens))[:, None, :]
         features = torch.cat([states, source.softmax(-1)], dim=-1)
     return net.head(features)
 
@@ -107,7 +109,7 @@ def explain_batch(net, tokens: torch.Tensor, lengths: torch.Tensor, label: torch
     ngrams, windows = None, []
     if net.ngram is not None:
         ngram = net.ngram
-        ids, real = ngram_ids(tokens, lengths, ngram.vocab_size, ngram.max_n, ngram.buckets)
+        ids, real = ngram_ids(tokens, lengths, ngram.vocab_size, ngram.max_n, ngram.buckets, net.boundaries(tokens))
         steps = tokens.shape[1] + 2
         windows = [(n, start) for n in range(1, ngram.max_n + 1) for start in range(steps)]
         weights = F.embedding(ids, ngram.weight)  # [B, K, labels]
@@ -120,7 +122,7 @@ def explain_batch(net, tokens: torch.Tensor, lengths: torch.Tensor, label: torch
         ngrams = each * ~marker
     evidence = None
     if net.transfer is not None and net.transfer.known is not None:
-        evidence = centred(net.transfer.evidence(tokens, lengths), label) * scale
+        evidence = centred(net.transfer.evidence(tokens, lengths, net.boundaries(tokens)), label) * scale
     total = baseline + characters.sum(1)
     total = total + (ngrams.sum(1) if ngrams is not None else 0) + (evidence if evidence is not None else 0)
     score = centred(served, label)
@@ -171,6 +173,10 @@ class NameExplanation:
     parts: list[tuple[str, str, float]] = field(default_factory=list)  # (kind, part, contribution), characters first
     by_character: list[float] = field(default_factory=list)  # each character's total, n-gram shares included
     spans: list[tuple[int, int]] = field(default_factory=list)  # each part's [start, stop) over the name
+    # A name of parts (nameorigin.base.parts): each part's characters' totals (a boundary counts with the part it
+    # opens), the family part's with the known-name evidence, which is looked up by it; named by the Predictor.
+    by_name_part: list[float] = field(default_factory=list)
+    name_part_names: list[str] = field(default_factory=list)
 
     def strongest(self, count: int = SHOWN) -> list[tuple[str, str, float]]:
         return sorted(self.parts, key=lambda part: -abs(part[2]))[:count]
@@ -181,7 +187,13 @@ class NameExplanation:
                 "explanation": [{"part": part, "kind": kind, "span": list(span), "contribution": round(value, 6)}
                                 for (kind, part, value), span in zip(self.parts, self.spans, strict=True)],
                 "explanation_by_character": [round(value, 6) for value in self.by_character],
-                "explanation_residual": float(f"{self.residual:.3g}")}
+                "explanation_residual": float(f"{self.residual:.3g}"),
+                **({"explanation_by_name_part": dict(zip(self.part_labels, (round(v, 6) for v in self.by_name_part),
+                                                         strict=True))} if self.by_name_part else {})}
+
+    @property
+    def part_labels(self) -> list[str]:
+        return self.name_part_names or [f"part{k + 1}" for k in range(len(self.by_name_part))]
 
     def compact(self, count: int = SHOWN) -> str:
         """The strongest parts, for a table cell and the text line: `"ura$" +1.92, r(7) +0.81` (a character
@@ -193,13 +205,26 @@ class NameExplanation:
             label = f"{text}({position[id(part)]})" if kind == "character" else \
                 f'"{text}"' if kind == "ngram" else text
             shown.append(f"{label} {value:+.2f}")
-        return ", ".join(shown)
+        by_part = [f"{part} {value:+.2f}" for part, value in zip(self.part_labels, self.by_name_part, strict=True)]
+        return ", ".join(shown) + (f" ({', '.join(by_part)})" if by_part else "")
 
     def marked(self, name: str, count: int = 2) -> str:
         """The name with its strongest characters (by total, towards the label) in brackets: Nakamu[r][a]."""
         ranked = sorted(range(len(name)), key=lambda i: -self.by_character[i])
         top = {i for i in ranked[:count] if self.by_character[i] > 0}
         return "".join(f"[{c}]" if i in top else c for i, c in enumerate(name))
+
+
+def by_name_part(name: str, totals: Sequence[float], evidence: float | None) -> list[float]:
+    """Each part's share of the explanation (empty for a name of one string)."""
+    if BOUNDARY not in name:
+        return []
+    sums, part = [0.0] * (name.count(BOUNDARY) + 1), 0
+    for char, total in zip(name, totals, strict=True):
+        part += char == BOUNDARY
+        sums[part] += total
+    sums[-1] += evidence or 0.0
+    return sums
 
 
 def explain_names(net, encoded: Sequence[Sequence[int]], names: Sequence[str], labels: Sequence[str],
@@ -234,5 +259,5 @@ def explain_names(net, encoded: Sequence[Sequence[int]], names: Sequence[str], l
                 spans.append((0, len(name)))
             results[i] = NameExplanation(labels[int(explained.label[b])], float(explained.score[b]) * scale,
                                          float(explained.baseline[b]) * scale, float(explained.residual[b]) * scale,
-                                         parts, totals, spans)
+                                         parts, totals, spans, by_name_part(name, totals, evidence and evidence[b]))
     return results

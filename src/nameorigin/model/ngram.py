@@ -15,10 +15,13 @@ from torch import nn
 PRIME = 2_147_483_647  # 2^31 - 1: every intermediate stays far below 2^63, so int64 arithmetic never wraps
 
 
-def ngram_ids(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, max_n: int,
-              buckets: int) -> tuple[torch.Tensor, torch.Tensor]:
+def ngram_ids(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, max_n: int, buckets: int,
+              boundaries: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Bucket ids [B, K] of every 1..max_n-gram of each name with start/end markers, and which are real [B, K].
-    tokens: [B, T] right-padded indices (< vocab_size); lengths: [B]."""
+    tokens: [B, T] right-padded indices (< vocab_size); lengths: [B]. boundaries: [B, T], where a name of parts
+    has the boundary between two parts (nameorigin.base.parts): a boundary ends one part and starts the next, like
+    the end and start markers, so no n-gram holds one inside it, and each n-gram's hash carries its part's
+    position (a family name's "son" is not a given name's)."""
     batch, steps = tokens.shape
     start, end, base = vocab_size, vocab_size + 1, vocab_size + 2
     lengths = lengths.to(tokens.device)
@@ -33,10 +36,21 @@ def ngram_ids(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, max_
     # from n - 1 in one step: code_n(i) = code_{n-1}(i) base + x_{i+n-1} + base^n (mod PRIME).
     ids, real = [], []
     code = torch.zeros((batch, windows), dtype=torch.long, device=tokens.device)
+    if boundaries is not None:  # boundaries counted up to each framed position
+        counted = torch.cat([boundaries.new_zeros(batch, 1), boundaries, boundaries.new_zeros(batch, max_n)],
+                            dim=1).long().cumsum(1)
+        part_tag = counted[:, :windows] * pow(base, max_n + 1, PRIME)  # the part of the window's first position
     for n in range(1, max_n + 1):
         code = (code * base + framed[:, n - 1 : n - 1 + windows] + pow(base, n, PRIME)) % PRIME
-        ids.append(code % buckets)
-        real.append(position[None, :windows] + n <= (lengths + 2)[:, None])  # the window ends at or before `end`
+        inside = position[None, :windows] + n <= (lengths + 2)[:, None]  # the window ends at or before `end`
+        if boundaries is None:
+            ids.append(code % buckets)
+        else:
+            ids.append((code + part_tag) % PRIME % buckets)
+            if n >= 3:  # a boundary strictly inside the window, at positions 1 .. n - 2 of it
+                crossed = counted[:, n - 2 : n - 2 + windows] > counted[:, :windows]
+                inside = inside & ~crossed
+        real.append(inside)
     return torch.cat(ids, dim=1), torch.cat(real, dim=1)
 
 
@@ -48,6 +62,7 @@ class NgramHead(nn.Module):
         self.vocab_size, self.buckets, self.max_n = vocab_size, buckets, max_n
         self.weight = nn.Parameter(torch.zeros(buckets, num_classes))  # starts silent: the RNN leads at first
 
-    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        ids, real = ngram_ids(tokens, lengths, self.vocab_size, self.max_n, self.buckets)
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor,
+                boundaries: torch.Tensor | None = None) -> torch.Tensor:
+        ids, real = ngram_ids(tokens, lengths, self.vocab_size, self.max_n, self.buckets, boundaries)
         return (F.embedding(ids, self.weight) * real.unsqueeze(-1).to(self.weight.dtype)).sum(1)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from nameorigin.base.parts import BOUNDARY
 from nameorigin.base.textnorm import build_vocab, encode_names
 from nameorigin.model.ngram import ngram_ids
 
@@ -73,9 +74,12 @@ def csr(matrix: torch.Tensor) -> torch.Tensor:
         return matrix.to_sparse_csr()
 
 
-def counts(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, max_n: int, buckets: int) -> torch.Tensor:
-    """The n-gram count matrix [names, buckets] of encoded names, sparse (CSR), hashed exactly as the n-gram head."""
-    ids, real = ngram_ids(tokens.long(), lengths, vocab_size, max_n, buckets)
+def counts(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, max_n: int, buckets: int,
+           boundary: int = -1) -> torch.Tensor:
+    """The n-gram count matrix [names, buckets] of encoded names, sparse (CSR), hashed exactly as the n-gram head
+    (for names of parts, `boundary` is the boundary's index: no n-gram across it)."""
+    tokens = tokens.long()
+    ids, real = ngram_ids(tokens, lengths, vocab_size, max_n, buckets, tokens == boundary if boundary >= 0 else None)
     rows = torch.arange(len(ids))[:, None].expand_as(ids)
     index = torch.stack([rows[real], ids[real]])
     return csr(torch.sparse_coo_tensor(index, torch.ones(index.shape[1]), (len(ids), buckets),
@@ -84,15 +88,17 @@ def counts(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, max_n: 
 
 class NameCounts:
     """Count matrices of names given as text: their characters indexed by the vocabulary of the names it was made
-    from (the training names; a character they lack counts as unknown)."""
+    from (the training names; a character they lack counts as unknown). Names of parts count no n-gram across
+    the boundary, as the model's head does."""
 
     def __init__(self, names: Sequence[str], max_n: int = 4, buckets: int = 2**18):
         self.vocab, self.max_n, self.buckets = build_vocab(names), max_n, buckets
         self.index = {c: i for i, c in enumerate(self.vocab)}
+        self.boundary = self.index.get(BOUNDARY, -1)
 
     def __call__(self, names: Sequence[str]) -> torch.Tensor:
         tokens, lengths = encode_names(list(names), self.index)
-        return counts(tokens, lengths, len(self.vocab), self.max_n, self.buckets)
+        return counts(tokens, lengths, len(self.vocab), self.max_n, self.buckets, self.boundary)
 
 
 def unit_length(counted: torch.Tensor) -> torch.Tensor:

@@ -38,18 +38,26 @@ class TransferParts(nn.Module):
         """The modules loaded from the pretrained checkpoint (they may learn at a lower rate)."""
         return [m for m in (self.source_head, self.source_ngram) if m is not None]
 
-    def features(self, h: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor | None:
+    def features(self, h: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor,
+                 boundaries: torch.Tensor | None = None) -> torch.Tensor | None:
         """The pretrained country model's distribution, or None without a country head."""
         if self.source_head is None:
             return None
         source = self.source_head(h)
         if self.source_ngram is not None:
-            source = source + self.source_ngram(self.as_pretrained(tokens), lengths)
+            source = source + self.source_ngram(self.as_pretrained(tokens), lengths, boundaries)
         return source.softmax(-1)
 
-    def evidence(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor | None:
-        """Logits from the exact name's country shares, or None without a known-name table."""
-        return None if self.known is None else self.evidence_head(self.known(self.as_pretrained(tokens), lengths))
+    def evidence(self, tokens: torch.Tensor, lengths: torch.Tensor,
+                 boundaries: torch.Tensor | None = None) -> torch.Tensor | None:
+        """Logits from the exact name's country shares, or None without a known-name table. A name of parts is
+        looked up by its family part (the surnames' table holds family names)."""
+        if self.known is None:
+            return None
+        if boundaries is not None:
+            seen = boundaries.long().cumsum(1)
+            tokens = tokens * (seen == seen[:, -1:])  # what precedes the last boundary becomes padding
+        return self.evidence_head(self.known(self.as_pretrained(tokens), lengths))
 
     def as_pretrained(self, tokens: torch.Tensor) -> torch.Tensor:
         """The tokens in the pretrained vocabulary: unchanged unless the run's grew it."""

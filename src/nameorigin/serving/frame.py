@@ -21,28 +21,39 @@ import numpy as np
 from nameorigin.base.errors import UserError
 from nameorigin.base.extras import require_extra
 from nameorigin.serving.distinct import DistinctNames, score
+from nameorigin.serving.name_columns import check_columns, joined_cells, name_columns
 from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.schema import answer_columns, column_kinds, table_columns
 
 
-def predict_frame(frame: Any, column: str, predictor: Predictor | str, options: PredictOptions | None = None,
+def predict_frame(frame: Any, column: str | list[str], predictor: Predictor | str,
+                  options: PredictOptions | None = None,
                   markers: bool = False, **settings: Any) -> Any:
     """`frame` with prediction columns appended (a new frame; the input is not changed). `predictor`: a Predictor
     or the path of a checkpoint or export; `options` (or its fields as keywords): as for tables, the best label
-    per row by default.
+    per row by default. `column`: the column of names, or a list of columns holding a name's parts, given first
+    (a model trained on parts).
     `markers`: a cell spelling a missing value ("NaN", "NULL", ...) gets the unusable-input answer, as the table
     command gives it; off by default, since pandas has already read such cells of a CSV as missing."""
     pd = require_extra("pandas", "frame", "predict_frame")
     import pyarrow as pa
     if not isinstance(frame, pd.DataFrame):
         raise UserError(f"predict_frame takes a pandas DataFrame, not {type(frame).__name__}")
-    if column not in frame.columns:
-        raise UserError(f"column {column!r} is not in the frame: choose one of {', '.join(map(repr, frame.columns))}")
+    columns = name_columns(column)
+    for name in columns:
+        if name not in frame.columns:
+            raise UserError(f"column {name!r} is not in the frame: choose one of "
+                            f"{', '.join(map(repr, frame.columns))}")
     predictor = Predictor.load(predictor) if not isinstance(predictor, Predictor) else predictor
+    check_columns(predictor.part_names, columns)
     options = options_of(options, settings, TABLE_OPTIONS).for_model(predictor)  # a bad option fails first
-    cells = frame[column].tolist()
-    missing = frame[column].isna().tolist()  # None, NaN, pd.NA and NaT alike, in one vectorized pass
+    if len(columns) == 1:
+        cells = frame[columns[0]].tolist()
+        missing = frame[columns[0]].isna().tolist()  # None, NaN, pd.NA and NaT alike, in one vectorized pass
+    else:
+        cells = joined_cells([frame[name].where(frame[name].notna(), None).tolist() for name in columns])
+        missing = [cell is None for cell in cells]
     blank = [gone or not str(cell).strip() for cell, gone in zip(cells, missing, strict=True)]
     # A blank cell goes in as "": the Predictor's own unusable-input answer, never a prediction.
     names = Counter("" if is_blank else str(cell) for cell, is_blank in zip(cells, blank, strict=True))

@@ -19,6 +19,7 @@ import torch
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
 from nameorigin.base.extras import missing_extra
+from nameorigin.base.parts import glue_parts, join_parts, parts_of
 from nameorigin.base.textnorm import MAX_NAME_LENGTH, UNK, encode_names, normalize_name
 from nameorigin.model.artifacts import REFIT_FILE, Calibration, ServingMeta
 from nameorigin.model.calibration import level_key, prediction_sets
@@ -52,6 +53,9 @@ class Predictor:
         # The model divides by the fitted temperature; multiplying by it again undoes the scaling on request.
         self.undo_temperature = 1.0 if meta.calibrated else float(self.calibration.temperature)
         self.char_to_index = {c: i for i, c in enumerate(self.vocab)}
+        # A model of parts reads each name as its parts (nameorigin.base.parts); None: one string.
+        self.part_names = list(meta.name_parts["names"]) if meta.name_parts else None
+        self.glues_parts = bool(meta.name_parts) and meta.name_parts.get("join") == "space"
         self.training_shares = torch.tensor(meta.training_shares, dtype=torch.float) if meta.training_shares else \
             torch.full((len(self.labels),), 1 / len(self.labels))
         # The label mix the served probabilities carry, which --prior divides out (nameorigin.serving.prior): their
@@ -118,11 +122,22 @@ class Predictor:
         tokens, lengths, errors = self.encode_many([name])
         return tokens[0, : int(lengths[0])].tolist() if errors[0] is None else [], errors[0]
 
-    def encode_many(self, names: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, list[str | None]]:
+    def as_text(self, name: str | Sequence[str]) -> str:
+        """One name as the model reads it: a string as it is for a model of one string; for a model of parts, its
+        parts (a list, a string holding the boundary, or a full name nameorigin.base.parts.parts_of splits)
+        normalized and joined. A list for a model of one string, or the wrong number of parts, is refused."""
+        parts = parts_of(name, self.part_names)
+        if parts is None:
+            return name
+        joined = join_parts([normalize_name(part, self.normalize) for part in parts])
+        return glue_parts(joined) if self.glues_parts else joined
+
+    def encode_many(self, names: Sequence[str | Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor,
+                                                                          list[str | None]]:
         """encode() for many names at once: right-padded indices [N, longest] (uint8 when the vocabulary fits),
         lengths, and why each name cannot be answered (None where it can). The indices come from one numpy pass
         (encode_names) instead of a Python list per name: on a GPU the host's work per name sets the rate."""
-        clean = [normalize_name(name, self.normalize) for name in names]
+        clean = [normalize_name(self.as_text(name), self.normalize) for name in names]
         errors = [None if 0 < len(c) <= MAX_NAME_LENGTH else NO_USABLE_CHARACTER if not c else TOO_LONG
                   for c in clean]
         tokens, lengths = encode_names([c if e is None else "" for c, e in zip(clean, errors, strict=True)],
@@ -181,7 +196,8 @@ class Predictor:
         """The shape of the answers to `options`: what decides the columns and fields of every output."""
         return OutputOptions(options.top_k, options.coverage, options.explain, self.label_name, self.normalize)
 
-    def predict(self, names: Iterable[str], options: PredictOptions | None = None, **settings: Any) -> list[Prediction]:
+    def predict(self, names: Iterable[str | Sequence[str]], options: PredictOptions | None = None,
+                **settings: Any) -> list[Prediction]:
         """Top-k labels per name and, with `coverage`, the conformal prediction set at that level; with `explain`,
         why the top one (nameorigin.model.explain). With `abstain` (and a checkpoint that holds the rule), a name
         out of the model's depth comes back abstained with its reason, its scores still given
@@ -189,11 +205,12 @@ class Predictor:
         (nameorigin.serving.prior). `options` (a PredictOptions), or its fields as keywords."""
         return self.answer(names, options, **settings).predictions(self.label_titles, self.label_name)
 
-    def answer(self, names: Iterable[str], options: PredictOptions | None = None, **settings: Any) -> Answers:
+    def answer(self, names: Iterable[str | Sequence[str]], options: PredictOptions | None = None,
+               **settings: Any) -> Answers:
         """predict()'s answers as columns (nameorigin.serving.answers): no Python object per name."""
         options = options_of(options, settings).for_model(self)  # bound options pass as they are
         threshold = options.threshold
-        names = list(names)
+        names = [self.as_text(name) for name in names]  # parts joined: what the answers show
         tokens, lengths, error_list = self.encode_many(names)
         errors = np.array([*error_list, None], dtype=object)[:-1]
         answered = np.flatnonzero(np.equal(errors, None))
@@ -214,6 +231,8 @@ class Predictor:
             codes = [row[:n].tolist() for row, n in zip(good[0], good[1].tolist(), strict=True)]
             why = self.explain_encoded(codes, [normalize_name(names[row], self.normalize) for row in answered.tolist()],
                                        options.batch_size)
+            for explanation in why if self.part_names else ():
+                explanation.name_part_names = self.part_names
         if options.labels:
             probs = self.restricted(probs, options.labels)
         top = probs.topk(min(options.top_k, len(options.labels or self.labels)), dim=-1)
@@ -257,7 +276,7 @@ class Predictor:
         check_estimable(int(weight.sum()))
         return estimate_prior(probs, self.trained_prior, counts=weight)
 
-    def explain(self, names: Iterable[str], batch_size: int = BATCH_SIZE) -> list[Prediction]:
+    def explain(self, names: Iterable[str | Sequence[str]], batch_size: int = BATCH_SIZE) -> list[Prediction]:
         """The top label of each name and why: its contributions (nameorigin.model.explain)."""
         return self.predict(names, PredictOptions(top_k=1, batch_size=batch_size, explain=True))
 

@@ -28,6 +28,7 @@ import torch
 from nameorigin.base.atomic import write_folder_atomically
 from nameorigin.base.errors import UserError
 from nameorigin.base.extras import require_extra
+from nameorigin.serving.name_columns import check_columns, joined_cells, name_columns
 from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.schema import table_columns
@@ -46,7 +47,7 @@ class NameScorer:
     `options`: as for tables; a prior must be fixed (a tensor, "uniform" or a file): an estimate belongs to the
     whole dataset, not a batch. `threads`: torch's intra-op threads per actor (None leaves torch's default)."""
 
-    def __init__(self, model: str | Path | bytes, column: str, options: PredictOptions | None = None,
+    def __init__(self, model: str | Path | bytes, column: str | list[str], options: PredictOptions | None = None,
                  threads: int | None = None, **settings: Any):
         options = options_of(options, settings, TABLE_OPTIONS)
         if options.estimates_prior:
@@ -55,7 +56,8 @@ class NameScorer:
         if threads:
             torch.set_num_threads(threads)
         self.predictor = load_model(model)
-        self.column = column
+        self.columns = name_columns(column)  # the names' column, or a name's parts' columns, given first
+        check_columns(self.predictor.part_names, self.columns)
         # Checked against the model here: a bad option fails when the actor starts, not per batch.
         self.book = AnswerBook(self.predictor, options, typed=True, merge=True)
         self.shape = self.book.shape
@@ -63,12 +65,16 @@ class NameScorer:
     def __call__(self, batch: Any) -> Any:
         """A pyarrow Table with the prediction columns appended (plain, not dictionary-encoded: batches from
         different actors are concatenated and written together)."""
-        if self.column not in batch.column_names:
-            raise UserError(f"column {self.column!r} is not in the batch: choose one of "
-                            f"{', '.join(map(repr, batch.column_names))}")
+        for column in self.columns:
+            if column not in batch.column_names:
+                raise UserError(f"column {column!r} is not in the batch: choose one of "
+                                f"{', '.join(map(repr, batch.column_names))}")
         import pyarrow as pa
 
-        entries = self.book.answer_column(batch.column(self.column).combine_chunks().cast(pa.string()))
+        names = [batch.column(column).combine_chunks().cast(pa.string()) for column in self.columns]
+        names = names[0] if len(names) == 1 else pa.array(joined_cells([part.to_pylist() for part in names]),
+                                                          pa.string())
+        entries = self.book.answer_column(names)
         for name, array in zip(table_columns(self.shape), self.book.arrays(entries, dictionaries=False),
                                strict=True):
             batch = batch.append_column(name, array)
@@ -125,7 +131,7 @@ class ActorPool:
     preserve_order: bool = True
 
 
-def score_dataset(model: str | Path, source: str, out: str, column: str, pool: ActorPool = ActorPool(),
+def score_dataset(model: str | Path, source: str, out: str, column: str | list[str], pool: ActorPool = ActorPool(),
                   options: PredictOptions | None = None, **settings: Any) -> None:
     """Read Parquet at `source` (a file, folder or object-store URI), score `column`, write Parquet files under
     `out` (in the input's row order unless the pool says otherwise). The model, the options and the column are
@@ -138,8 +144,9 @@ def score_dataset(model: str | Path, source: str, out: str, column: str, pool: A
     scorer_args = {"model": Path(model).read_bytes() if pool.ship_model else str(model), "column": column,
                    "threads": pool.threads, "options": options}
     columns = parquet_columns(source)
-    if column not in columns:
-        raise UserError(f"column {column!r} is not in {source}: choose one of {', '.join(map(repr, columns))}")
+    for name in name_columns(column):
+        if name not in columns:
+            raise UserError(f"column {name!r} is not in {source}: choose one of {', '.join(map(repr, columns))}")
     cpus = ray.cluster_resources().get("CPU", 0)
     actors, threads = pool.concurrency, pool.threads or 1
     if actors * threads > cpus:  # the pool would wait for ever for CPUs the cluster does not have

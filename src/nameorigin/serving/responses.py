@@ -21,6 +21,8 @@ class ModelIdentity(BaseModel):
     labels: list[str]
     label_names: dict[str, str] | None = Field(None, description="a country model's ISO code -> country name")
     version: str = Field(description="the nameorigin package version")
+    name_parts: list[str] | None = Field(None, description="a model of parts: the parts a name is given as, in "
+                                         "order (null: one string)")
 
 
 class ModelInfo(ModelIdentity):

@@ -119,7 +119,7 @@ FIELDS: list[OutputField] = [
                 wanted=lambda o: o.explain, as_json=lambda why: why.as_dict(), text=explanation_text, columnar=True,
                 json_types={"explained": str, "explanation_score": float, "explanation_baseline": float,
                             "explanation": list[ExplanationPart], "explanation_by_character": list[float],
-                            "explanation_residual": float}),
+                            "explanation_residual": float, "explanation_by_name_part": dict[str, float]}),
     OutputField("abstained", bool, lambda p: p.abstained, text=silent, columnar=True),
     OutputField("reason_code", str, lambda p: p.reason_code, text=silent, columnar=True),
     OutputField("reason", str, lambda p: p.reason, text=reason_text, columnar=True),

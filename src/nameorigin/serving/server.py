@@ -56,6 +56,8 @@ class RequestChecks:
         if len(request.names) > self.max_names:
             raise ValueError(f"names: {len(request.names):,} names, and this server takes at most "
                              f"{self.max_names:,} a request: split the list")
+        for name in request.names:  # parts for a model of one string, or the wrong number of parts: refused
+            self.predictor.as_text(name)
         options = request.options().for_model(self.predictor)
         if options.estimates_prior:
             check_estimable(sum(error is None for error in self.predictor.encode_many(request.names)[2]))
@@ -73,7 +75,9 @@ class RequestBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
     checks: ClassVar[RequestChecks | None] = None
-    names: list[str] = Field(min_length=1, description="the names to classify, one per entry")
+    names: list[str | list[str]] = Field(min_length=1, description="the names to classify, one per entry: a "
+                                         "string, or for a model of parts (GET /info: name_parts) a list of its "
+                                         "parts, given first")
 
     @model_validator(mode="after")
     def fits_the_model(self) -> "RequestBody":
@@ -189,7 +193,8 @@ def model_identity(path: str | Path, predictor: Predictor) -> dict[str, Any]:
     except metadata.PackageNotFoundError:
         version = "unknown"
     return {"file": Path(path).name, "sha256": digest, "label_name": predictor.label_name,
-            "labels": list(predictor.labels), "label_names": predictor.label_titles, "version": version}
+            "labels": list(predictor.labels), "label_names": predictor.label_titles, "version": version,
+            "name_parts": predictor.part_names}
 
 
 def one_line(error: RequestValidationError) -> str:
@@ -239,11 +244,25 @@ def build_server(model: str | Path, settings: ServerSettings | None = None) -> l
     async def refused(request: Request, error: RequestValidationError) -> JSONResponse:
         return JSONResponse({"detail": one_line(error)}, status_code=422)
 
-    describe_responses(app, predictor.label_name)
+    describe_responses(app, predictor.label_name, predictor.part_names)
     return server
 
 
-def describe_responses(app: Any, label_name: str) -> None:
+def type_parts(document: dict[str, Any], part_names: list[str] | None) -> None:
+    """A model of parts: the request's list form names each part in order (JSON Schema's prefixItems); a model of
+    one string takes strings alone."""
+    names = document["components"]["schemas"]["PredictRequest"]["properties"]["names"]
+    if part_names is None:
+        names["items"] = {"type": "string"}
+        return
+    names["items"] = {"anyOf": [
+        {"type": "string", "description": "a full name, split into [given, family] by nameparser"
+         if part_names == ["given", "family"] else "a name's parts joined by |"},
+        {"type": "array", "prefixItems": [{"type": "string", "title": part} for part in part_names],
+         "items": False, "minItems": len(part_names), "maxItems": len(part_names)}]}
+
+
+def describe_responses(app: Any, label_name: str, part_names: list[str] | None = None) -> None:
     """Publish what /predict, /info and /health answer in the app's OpenAPI document (FastAPI's way of extending
     it: the document is built once, then completed). The routes stay LitServe's."""
     build = app.openapi
@@ -258,6 +277,7 @@ def describe_responses(app: Any, label_name: str) -> None:
             method, path = route.split()
             document["paths"][path][method]["responses"]["200"]["content"] = {
                 "application/json": {"schema": reference}}
+        type_parts(document, part_names)
         health = document["paths"]["/health"]["get"]["responses"]
         health["200"]["content"] = {"text/plain": {"schema": {"type": "string", "const": "ok"}}}
         health["503"] = {"description": "the model's workers are still loading",

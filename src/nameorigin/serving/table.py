@@ -23,6 +23,7 @@ from nameorigin.base.formats.common import Chunk
 from nameorigin.base.formats.delimited import delimiter_for
 from nameorigin.base.tables import TableReader, TableWriter
 from nameorigin.serving.distinct import DistinctNames, cell_key, score, tagged_keys, untag
+from nameorigin.serving.name_columns import check_columns, joined_cells, name_columns
 from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.progress import Progress
@@ -126,13 +127,13 @@ class AnswerBook:
                                                                         zip(entry_of_chunk_cell, indices,
                                                                             strict=True))])
 
-    def rows(self, chunk: Chunk, column: str, first: int) -> tuple[Any, int]:
+    def rows(self, chunk: Chunk, columns: list[str], first: int) -> tuple[Any, int]:
         """The appended columns for a chunk's rows (data rows `first`... from 0): cells per row or arrays, and how
         many of the rows are unusable."""
         if self.row_entry is not None:
             codes = self.row_entry[first : first + len(chunk)]
         else:
-            codes = self.entries(chunk.cells(column))
+            codes = self.entries(cells_of(chunk, columns))
         unusable = int(self.unusable[codes].sum())
         if not self.typed:
             return [self.cells[code] for code in codes.tolist()], unusable
@@ -177,6 +178,11 @@ def arrow_type(kind: type) -> Any:
     return {float: pa.float64(), bool: pa.bool_()}.get(kind, pa.string())
 
 
+def cells_of(chunk: Chunk, columns: list[str]) -> list:
+    """A chunk's names: its one name column's cells, or its part columns' cells joined (serving.name_columns)."""
+    return chunk.cells(columns[0]) if len(columns) == 1 else joined_cells([chunk.cells(c) for c in columns])
+
+
 def output_delimiter(reader: TableReader, out: IO[str] | str | Path) -> str:
     """A file's own suffix decides (tab for .tsv/.tab, comma for .csv); standard output and .txt keep the
     input's delimiter (comma for a format without one)."""
@@ -185,30 +191,34 @@ def output_delimiter(reader: TableReader, out: IO[str] | str | Path) -> str:
     return reader.delimiter
 
 
-def predict_table(predictor: Predictor, source: str | Path, column: str, out: IO[str] | str | Path,
+def predict_table(predictor: Predictor, source: str | Path, column: str | list[str], out: IO[str] | str | Path,
                   options: PredictOptions | None = None, delimiter: str | None = None, distinct: bool = True,
                   **settings: Any) -> TableSummary:
     """Score `source`'s `column` and write every row with prediction columns appended to `out`: a stream (text,
     with the input's delimiter) or a path (its suffix picks CSV, TSV or Parquet; it appears only when complete).
     `options` (or its fields as keywords): the best label per row by default. `distinct=False` scores every row
-    on its own: the slow reference the grouping is checked against."""
+    on its own: the slow reference the grouping is checked against. Several columns: a name's parts, given first
+    (a model trained on parts)."""
     reader = TableReader(source, "--file", delimiter)
-    reader.require_text(column, f"--column {column}")
+    columns = name_columns(column)
+    check_columns(predictor.part_names, columns)
+    for name in columns:
+        reader.require_text(name, f"--column {name}")
     out_format = output_format(out, source) if isinstance(out, str | Path) else FORMATS["delimited"]
     options = options_of(options, settings, TABLE_OPTIONS).for_model(predictor)  # fails before any output
     estimated = None
     if options.estimates_prior:  # one mix, from every row
         counted: Counter = Counter()
-        for chunk in reader.chunks([column]):
-            counted.update(chunk.cells(column))
+        for chunk in reader.chunks(columns):
+            counted.update(cells_of(chunk, columns))
         groups = DistinctNames.group(list(counted), list(counted.values()), predictor.normalize)
         estimated = groups.estimate_prior(predictor, options.batch_size)
         options = replace(options, prior=estimated)
     book = AnswerBook(predictor, options, out_format.typed, distinct)
     shape = book.shape
-    if reader.format.columnar and distinct:
+    if reader.format.columnar and distinct and len(columns) == 1:
         with Progress("distinct names scored") as book.progress:
-            book.read_ahead(reader, column)
+            book.read_ahead(reader, columns[0])
         book.progress = None
     rows = unusable = 0
 
@@ -217,12 +227,12 @@ def predict_table(predictor: Predictor, source: str | Path, column: str, out: IO
         with TableWriter(target, reader.header, table_columns(shape), output_delimiter(reader, out), out_format,
                          column_kinds(shape)) as writer, Progress("rows scored", reader.row_count()) as progress:
             for chunk in reader.chunks(rows=None if reader.format.columnar else CHUNK_ROWS):
-                added, bad = book.rows(chunk, column, rows)
+                added, bad = book.rows(chunk, columns, rows)
                 writer.write(chunk, added)
                 rows, unusable = rows + len(chunk), unusable + bad
                 progress.advance(len(chunk))
             if rows == 0:  # a typed format's schema is written with its first rows: here, none
-                writer.write(reader.empty_chunk(), book.rows(reader.empty_chunk(), column, 0)[0])
+                writer.write(reader.empty_chunk(), book.rows(reader.empty_chunk(), columns, 0)[0])
 
     if isinstance(out, str | Path):
         def into_file(tmp: Path) -> None:

@@ -107,7 +107,7 @@ def fit_hashed_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = 
             "test_acc": float(np.mean([p == t for p, t in zip(predicted, truth_names, strict=True)])),
             "test_macro_f1": float(f1_score(truth_names, predicted, average="macro")),
             "precision_at": ngram_linear.precision_at(ranks, len(labels)),
-            "seconds": time.time() - start, "test_predictions": predicted}
+            "seconds": time.time() - start, "test_predictions": predicted, "test_ranks": ranks.tolist()}
 
 
 def expanded_rows(targets: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

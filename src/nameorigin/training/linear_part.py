@@ -39,7 +39,8 @@ MIXES = tuple(i / 20 for i in range(21))  # the network's weight w, picked on va
 
 def design(dataset: Any, vocab_size: int, max_n: int, buckets: int) -> torch.Tensor:
     """A split's n-gram count matrix, hashed exactly as the model's n-gram head."""
-    return ngram_linear.counts(dataset.tokens, dataset.lengths, vocab_size, max_n, buckets)
+    return ngram_linear.counts(dataset.tokens, dataset.lengths, vocab_size, max_n, buckets,
+                               getattr(dataset, "boundary", -1))
 
 
 def targets_of(dataset: Any, soft: bool) -> torch.Tensor:

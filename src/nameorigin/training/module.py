@@ -17,6 +17,7 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionM
 from torchmetrics.utilities.distributed import gather_all_tensors
 
 from nameorigin.base.errors import UserError
+from nameorigin.base.parts import boundary_index
 from nameorigin.base.textnorm import UNK
 from nameorigin.config import ModelConfig, TransferShape, from_plain, plain
 from nameorigin.data.batching import Batch, OneLengthRows
@@ -37,7 +38,7 @@ class NameClassifier(pl.LightningModule):
 
     def __init__(self, config: ModelConfig | dict, vocab: Sequence[str], labels: Sequence[str],
                  class_prior: Sequence[float] | None = None, label_names: Sequence[str] | None = None,
-                 transfer: TransferShape | dict | None = None, members: int = 1):
+                 transfer: TransferShape | dict | None = None, members: int = 1, name_parts: dict | None = None):
         super().__init__()
         config = config if isinstance(config, ModelConfig) else from_plain(ModelConfig, config)
         transfer = TransferShape(**transfer) if isinstance(transfer, dict) else transfer
@@ -58,8 +59,10 @@ class NameClassifier(pl.LightningModule):
                                    "class_prior": class_prior,
                                    "label_names": None if label_names is None else [str(n) for n in label_names],
                                    "transfer": plain(transfer) if transfer else None,
-                                   **({"members": int(members)} if members > 1 else {})})
-        self.net = build_served_net(config, len(vocab), len(labels), transfer, members)
+                                   **({"members": int(members)} if members > 1 else {}),
+                                   **({"name_parts": dict(name_parts)} if name_parts else {})})
+        self.net = build_served_net(config, len(vocab), len(labels), transfer, members,
+                                    boundary_index(vocab, name_parts))
         if config.logit_adjustment:  # post-hoc logit adjustment (Menon et al. 2021): rare languages get a fairer share
             offset = [-config.logit_adjustment * math.log(p) for p in class_prior]
             self.net.logit_offset.copy_(torch.tensor(offset) - sum(offset) / len(offset))

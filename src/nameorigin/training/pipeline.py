@@ -287,7 +287,8 @@ def build_model(cfg: DictConfig, config: ModelConfig, datamodule: pl.LightningDa
     shape, table = transfer.model_arguments(pretrained, config, datamodule.vocab) if pretrained is not None \
         else (None, None)
     model = NameClassifier(config, datamodule.vocab, datamodule.labels, datamodule.class_prior(),
-                           getattr(datamodule, "label_names", None), shape)
+                           getattr(datamodule, "label_names", None), shape,
+                           name_parts=getattr(datamodule, "name_parts", None))
     if pretrained is not None:
         log.info("fine-tuning from %s: loaded %s", config.init_from,
                  ", ".join(transfer.initialize(model.net, pretrained, table, datamodule.vocab)))
