@@ -468,6 +468,27 @@ def run_time(name: str = "default_run") -> str:
     return "\n".join(rows) + f"\n\n{wall:.0f} s in all: `{whole['command']}`.\n"
 
 
+def name_parts() -> str:
+    """NaNa read as parts beside NaNa as one string, on one split (benchmarks.parts_check)."""
+    f, run = result("parts_nana"), recorded("parts_nana")
+    rows = ["| NaNa sample read as | validation accuracy | test P@1 | test P@5 | its hashed n-gram baseline P@1 "
+            "| P@5 |", "|---|---|---|---|---|---|"]
+    for join, shown in (("boundary", "parts, a boundary token between them"), ("space", 'one string, "Given Family"')):
+        r = f[join]
+        rows.append(f"| {shown} | {r['val_acc']:.4f} | {r['p_at_1']:.4f} | {r['p_at_5']:.4f} | "
+                    f"{r['baseline_p_at_1']:.4f} | {r['baseline_p_at_5']:.4f} |")
+    parse = f["parse"]
+    return "\n".join(rows) + (
+        f"\n\n{f['boundary']['test_names']:,} test names, the same in both runs (a {f['rows']:,}-row sample, "
+        f"{parse['rows']:,} rows after dropping labels with too few rows). Parts minus one string: P@1 "
+        f"{points(100 * f['p_at_1_difference'])} points, 95 % paired interval "
+        f"{interval([100 * x for x in f['p_at_1_interval']])}; P@5 {points(100 * f['p_at_5_difference'])} "
+        f"{interval([100 * x for x in f['p_at_5_interval']])}. nameparser left {100 * parse['one_part_share']:.1f} % "
+        f"of the distinct names in one part and read {100 * parse['comma_share']:.1f} % as \"Family, Given\". "
+        f"Both runs: {run['seconds'] / 60:.0f} minutes on {run['machine'].split(',')[1].strip()} "
+        f"(`{run['command']}`, commit {run['commit']}).")
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "default_run": default_run, "headline": headline, "nine_runs": nine_runs, "seeds": seeds,
     "finetune": finetune, "gender": gender, "nana": nana, "nana_at_k": nana_at_k, "nana_bars": nana_bars,
@@ -477,7 +498,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "transfer_default": transfer_default, "transfer_tables": transfer_tables, "ema": ema, "ensemble": ensemble,
     "speed_small_transferred": lambda: speed_variants("speed_small_transferred"),
     "speed_small_plain": lambda: speed_variants("speed_small_plain"), "step_profiles": step_profiles,
-    "run_time": run_time}
+    "run_time": run_time, "name_parts": name_parts}
 
 
 def show(name: str, *args: str) -> None:

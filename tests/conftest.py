@@ -3,6 +3,7 @@ package, or NAMES_DATA_DIR)."""
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import logging
@@ -231,3 +232,51 @@ def real_run(tmp_path_factory, real_corpus) -> Path:
             assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(work)
     return run
+
+
+PARTS = ["data=table", "data.name_columns=[given,family]", "data.label_column=origin", "data.label_name=origin"]
+
+
+def stem(rng: random.Random) -> str:
+    return "".join(rng.choice("bcdfgklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(1, 2)))
+
+
+def write_parts_table(path: Path, per_label: int = 70, seed: int = 0) -> Path:
+    """given, family, origin: the origin is the given name's ending; the family name ends with any origin's."""
+    rng, endings, rows = random.Random(seed), list(ENDINGS.values()), {}
+    for origin, ending in ENDINGS.items():
+        while sum(1 for row in rows.values() if row[2] == origin) < per_label:
+            given, family = (stem(rng) + ending).capitalize(), (stem(rng) + rng.choice(endings)).capitalize()
+            rows[given, family] = (given, family, origin)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([["given", "family", "origin"], *rows.values()])
+    return path
+
+
+@pytest.fixture(scope="session")
+def parts_runs(tmp_path_factory) -> dict[str, Path]:
+    """The tiny parts table trained twice, read as parts (boundary) and glued into one string (space), on one
+    split; shared by the pytest-xdist workers as conftest's `trained` is."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    work = shared / "parts-runs"
+    with FileLock(str(shared / "parts-runs.lock")):
+        table = work / "people.csv"
+        if not table.exists():
+            write_parts_table(table)
+            for join in ("boundary", "space"):
+                (work / join).mkdir()
+                result = train(work / join, *PARTS, f"data.path={table}", f"data.join_parts={join}", *TINY,
+                               "trainer.max_epochs=8", "model.ngram_buckets=4096")
+                assert result.returncode == 0, result.stderr[-3000:]
+    runs = {join: run_dirs(work / join)[0] for join in ("boundary", "space")}
+    return {**runs, "table": work / "people.csv"}
+
+
+@pytest.fixture(scope="session")
+def parts_model(parts_runs) -> Path:
+    return parts_runs["boundary"] / "checkpoints" / "refit.ckpt"

@@ -106,3 +106,19 @@ def test_importing_nameorigin_does_not_import_ray():
             "from nameorigin import Predictor, predict_frame; print('ray' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+@pytest.mark.slow
+def test_ray_score_takes_a_names_parts_as_columns(cluster, parts_model, parts_runs, tmp_path):
+    """nameorigin ray-score --column given --column family on a model of parts: predict_frame's answers; the
+    wrong number of columns is refused in one line before any actor starts."""
+    frame = pd.read_csv(parts_runs["table"])
+    source, out = tmp_path / "people.parquet", tmp_path / "scored"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), source)
+    assert nameorigin(["ray-score", str(parts_model), str(source), str(out), "--column", "given", "--column",
+                       "family"]) == 0
+    theirs = predict_frame(frame, ["given", "family"], Predictor.load(parts_model))
+    assert abs(pd.read_parquet(out)["pred_probability"].to_numpy() - theirs["pred_probability"].to_numpy()).max() \
+        < 1e-6
+    with pytest.raises(UserError, match="reads a name as 2 parts"):
+        score_dataset(parts_model, str(source), str(tmp_path / "refused"), ["given", "family", "origin"])

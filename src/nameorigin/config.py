@@ -167,6 +167,9 @@ class ModelConfig(NetConfig):
     logit_adjustment: float = 0.0  # > 0: predict with logits - tau * log(training prior)
     soft_targets: bool | None = None  # null: a share table's or the surnames' shares; true: languages share a target
     normalize: Normalize = Normalize.ascii
+    # Set from the data, never by hand: a table of parts' {"names": [given, ..., family], "join": boundary | space}
+    # (nameorigin.base.parts); null: one string
+    name_parts: Any = None
     init_from: str | None = None  # fine-tuning: a checkpoint of experiment=surnames_pretrain
     # The n-gram head also fitted alone (L2, penalty picked on validation) and mixed with the network at the weight
     # validation picks (nameorigin.training.linear_part); false: the head trains with the network alone
@@ -192,6 +195,11 @@ class ModelConfig(NetConfig):
                 isinstance(w, int | float) and not isinstance(w, bool) and w > 0 for w in weights)):
             raise UserError(f"model.class_weights={weights!r}: use balanced, sqrt, null or a list of positive "
                             "numbers, one per label")
+        parts = self.name_parts
+        if parts is not None and not (isinstance(parts, dict) and len(parts.get("names") or []) >= 2
+                                      and parts.get("join") in ("boundary", "space")):
+            raise UserError(f"model.name_parts={parts!r} is set from the data: drop it and give the table's parts "
+                            "as data.name_columns=[given,family] or data.split_full_name=true")
         if self.known_names_cache and not self.init_from:
             raise UserError(f"model.known_names_cache={self.known_names_cache} is part of fine-tuning: use it with "
                             "model.init_from (experiment=finetune), or set model.known_names_cache=null")

@@ -29,7 +29,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from nameorigin.serving.name_columns import check_columns, joined_cells, name_columns
+from nameorigin.serving.name_columns import (
+    check_columns,
+    frame_name_columns,
+    joined_cells,
+    joined_frame_cells,
+    table_name_columns,
+)
 from nameorigin.serving.predict import BATCH_SIZE, Predictor
 from nameorigin.serving.prior import estimate_prior
 from nameorigin.serving.progress import Progress
@@ -218,10 +224,7 @@ def table_composition(predictor: Predictor, source: str, column: str | list[str]
     from nameorigin.base.tables import TableReader
 
     reader = TableReader(source, "--file", delimiter)
-    columns = name_columns(column)
-    check_columns(predictor.part_names, columns)
-    for name in columns:
-        reader.require_text(name, f"--column {name}")
+    columns = table_name_columns(reader, column, predictor.part_names)
     cells: Counter = Counter()
     with Progress("rows counted", reader.row_count()) as progress:
         for chunk in reader.chunks(columns):
@@ -259,17 +262,12 @@ def frame_composition(frame, column: str | list[str], predictor: Predictor | str
     counted as unusable); the adjusted method from `reference`, else from the one the checkpoint carries."""
     import pandas as pd
 
-    from nameorigin.base.errors import UserError
 
-    columns = name_columns(column)
-    for name in columns:
-        if name not in frame.columns:
-            raise UserError(f"column {name!r} is not in the frame: choose one of "
-                            f"{', '.join(map(repr, frame.columns))}")
+    columns = frame_name_columns(frame, column)
     predictor = Predictor.load(predictor) if not isinstance(predictor, Predictor) else predictor
     check_columns(predictor.part_names, columns)
     if len(columns) > 1:
-        cells = Counter(joined_cells([frame[name].where(frame[name].notna(), None).tolist() for name in columns]))
+        cells = Counter(joined_frame_cells(frame, columns))
         return cells_composition(predictor, cells, reference or stored_reference(predictor), **options)
     counts = frame[columns[0]].value_counts(dropna=False)
     cells = {None if (not isinstance(cell, str) and bool(pd.isna(cell))) else cell: int(n)

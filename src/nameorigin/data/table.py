@@ -12,6 +12,9 @@ Two optional kinds of column change what a row says:
 A row whose weight is 0, or whose shares sum to 0, is skipped and counted; a cell that is not a number, or is
 negative, is refused with its line.
 
+A name may come in parts, given first and family last: `data.name_columns=[first_name,last_name]`, or one column of
+full names split by nameparser, `data.split_full_name=true` (nameorigin.data.table_names, nameorigin.base.parts).
+
 `data.rows=people` reads a row per person (a voter file, an author list): the (name, label) cells are counted as
 the table streams, so memory grows with distinct names, not rows. Each distinct name then trains against its
 labels' shares of its people, weighted by how many people carry it, exactly as the same counts written out as a
@@ -23,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,11 +36,12 @@ import torch
 
 from nameorigin.base.digest import file_sha256
 from nameorigin.base.errors import UserError
-from nameorigin.base.parts import glue_parts, join_parts, parse_full_name
-from nameorigin.base.tables import TableReader, is_missing
-from nameorigin.base.textnorm import MAX_NAME_LENGTH, normalize_name
+from nameorigin.base.parts import glue_parts
+from nameorigin.base.tables import TableReader
+from nameorigin.base.textnorm import MAX_NAME_LENGTH
 from nameorigin.config import TableDataConfig
 from nameorigin.data.names import EncodedNames, NamesDataModule
+from nameorigin.data.table_names import NameReader, name_settings, text
 
 # The column settings a checkpoint keeps (to read the table again), and those its sha256 covers.
 COLUMN_SETTINGS = ("name_column", "label_column", "label_separator", "delimiter", "share_columns", "weight_column",
@@ -67,10 +71,6 @@ class Table:
     weights: np.ndarray | None = None  # [pairs] float64 (data.weight_column)
 
 
-def text(cell: Any) -> str:
-    return "" if is_missing(cell) else str(cell)
-
-
 def number(cell: Any, setting: str, where: str, path: Path, blank: float | None) -> float:
     """A cell's non-negative finite number; a blank cell is `blank` or, when that is None, refused."""
     if cell is None or isinstance(cell, str) and not cell.strip():
@@ -93,38 +93,9 @@ def rows_of(reader: TableReader, columns: list[str]) -> Iterator[tuple[str, list
             yield chunk.where(k), list(cells)
 
 
-class NameReader:
-    """A row's name from its name cells: one cell normalized, parts joined (data.name_columns), or a full name
-    split by nameparser (data.split_full_name), with how many full names it could not split in two
-    (`one_part`) or read as "Family, Given" (`comma`). Each distinct cell is parsed once."""
-
-    def __init__(self, config: TableDataConfig):
-        self.mode = config.normalize.value
-        self.split = config.split_full_name
-        self.parsed: dict[str, str] = {}
-        self.counts = Counter({"one_part": 0, "comma": 0}) if self.split else Counter()
-
-    def __call__(self, cells: Sequence[Any]) -> str:
-        if len(cells) > 1:
-            return join_parts([normalize_name(text(cell), self.mode) for cell in cells])
-        name = normalize_name(text(cells[0]), self.mode)
-        if not self.split or not name:
-            return name
-        if name not in self.parsed:
-            parsed = parse_full_name(name)
-            self.parsed[name] = join_parts([parsed.given, parsed.family])
-            self.counts["one_part"] += parsed.unsplit
-            self.counts["comma"] += parsed.comma
-        return self.parsed[name]
-
-    def report(self) -> dict[str, int]:
-        """Distinct full names nameparser left in one part or read family first (data.split_full_name)."""
-        return {f"split_{key}": value for key, value in self.counts.items()}
-
-
 def table_digest(path: Path, config: TableDataConfig) -> str:
-    """sha256 of the file and the settings that decide what was read (rows=names, the default, left out, so a
-    table's digest is what it was before that setting existed)."""
+    """sha256 of the file and the settings that decide what was read (those at their DIGEST_DEFAULTS left out, so
+    a table's digest is what it was before each setting existed)."""
     settings = {key: value for key, value in column_settings(config, DIGESTED).items()
                 if value is not None and DIGEST_DEFAULTS.get(key, object()) != value}
     return file_sha256(path, b"\0" + json.dumps(settings, sort_keys=True).encode())
@@ -185,13 +156,6 @@ def read_people(config: TableDataConfig, reader: TableReader) -> Table:
     counts["distinct_names"] = len(names)
     counts.update(name_of.report())
     return Table(pairs, labels, table_digest(Path(config.path), config), dict(counts), shares, weights)
-
-
-def name_settings(config: TableDataConfig) -> list[tuple[str, str]]:
-    """Each column a name is read from, with the setting that names it."""
-    if config.name_columns:
-        return [(f"data.name_columns={config.name_columns}: {column}", column) for column in config.name_columns]
-    return [(f"data.name_column={config.name_column}", config.name_column)]
 
 
 def required_columns(config: TableDataConfig, reader: TableReader, shares_in: list[str] | None) -> list[str]:

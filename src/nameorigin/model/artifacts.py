@@ -166,7 +166,7 @@ class ServingMeta:
                    label_name=settings.get("label_name", "language"), label_names=hp.get("label_names"),
                    data_settings=settings, calibration=Calibration.from_plain(checkpoint.get("calibration")),
                    model_card=checkpoint.get("model_card"), training_shares=training_shares(hp),
-                   margin=checkpoint.get("margin"), name_parts=hp.get("name_parts"))
+                   margin=checkpoint.get("margin"), name_parts=hp["config"].get("name_parts"))
 
 
 def training_shares(hparams: dict[str, Any]) -> list[float] | None:

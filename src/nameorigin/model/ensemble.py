@@ -75,8 +75,9 @@ def net_from_checkpoint(checkpoint: dict) -> CharRNN | Ensemble:
     """The network a checkpoint describes (an ensemble where it has members), with its weights."""
     hp = checkpoint["hyper_parameters"]
     transfer = TransferShape(**hp["transfer"]) if hp.get("transfer") else None
-    net = build_served_net(from_plain(ModelConfig, hp["config"]), len(hp["vocab"]), len(hp["labels"]), transfer,
-                           int(hp.get("members") or 1), boundary_index(hp["vocab"], hp.get("name_parts")))
+    config = from_plain(ModelConfig, hp["config"])
+    net = build_served_net(config, len(hp["vocab"]), len(hp["labels"]), transfer, int(hp.get("members") or 1),
+                           boundary_index(hp["vocab"], config.name_parts))
     prefix = "net."
     net.load_state_dict({k[len(prefix):]: v for k, v in checkpoint.get("state_dict", {}).items()
                          if k.startswith(prefix)})

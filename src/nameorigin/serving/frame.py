@@ -21,7 +21,7 @@ import numpy as np
 from nameorigin.base.errors import UserError
 from nameorigin.base.extras import require_extra
 from nameorigin.serving.distinct import DistinctNames, score
-from nameorigin.serving.name_columns import check_columns, joined_cells, name_columns
+from nameorigin.serving.name_columns import check_columns, frame_name_columns, joined_frame_cells
 from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.schema import answer_columns, column_kinds, table_columns
@@ -40,11 +40,7 @@ def predict_frame(frame: Any, column: str | list[str], predictor: Predictor | st
     import pyarrow as pa
     if not isinstance(frame, pd.DataFrame):
         raise UserError(f"predict_frame takes a pandas DataFrame, not {type(frame).__name__}")
-    columns = name_columns(column)
-    for name in columns:
-        if name not in frame.columns:
-            raise UserError(f"column {name!r} is not in the frame: choose one of "
-                            f"{', '.join(map(repr, frame.columns))}")
+    columns = frame_name_columns(frame, column)
     predictor = Predictor.load(predictor) if not isinstance(predictor, Predictor) else predictor
     check_columns(predictor.part_names, columns)
     options = options_of(options, settings, TABLE_OPTIONS).for_model(predictor)  # a bad option fails first
@@ -52,7 +48,7 @@ def predict_frame(frame: Any, column: str | list[str], predictor: Predictor | st
         cells = frame[columns[0]].tolist()
         missing = frame[columns[0]].isna().tolist()  # None, NaN, pd.NA and NaT alike, in one vectorized pass
     else:
-        cells = joined_cells([frame[name].where(frame[name].notna(), None).tolist() for name in columns])
+        cells = joined_frame_cells(frame, columns)
         missing = [cell is None for cell in cells]
     blank = [gone or not str(cell).strip() for cell, gone in zip(cells, missing, strict=True)]
     # A blank cell goes in as "": the Predictor's own unusable-input answer, never a prediction.

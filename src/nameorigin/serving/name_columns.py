@@ -39,3 +39,27 @@ def joined_cells(columns: Sequence[Sequence[Any]]) -> list[Any]:
         joined = join_parts(["" if cell is None or is_missing(cell) else str(cell) for cell in cells])
         rows.append(joined or None)
     return rows
+
+
+def table_name_columns(reader: Any, column: str | Sequence[str], part_names: list[str] | None) -> list[str]:
+    """A table's name columns for a model: checked against its parts, each one a text column of the table."""
+    columns = name_columns(column)
+    check_columns(part_names, columns)
+    for name in columns:
+        reader.require_text(name, f"--column {name}")
+    return columns
+
+
+def frame_name_columns(frame: Any, column: str | Sequence[str]) -> list[str]:
+    """A DataFrame's name columns, each one of its columns."""
+    columns = name_columns(column)
+    for name in columns:
+        if name not in frame.columns:
+            raise UserError(f"column {name!r} is not in the frame: choose one of "
+                            f"{', '.join(map(repr, frame.columns))}")
+    return columns
+
+
+def joined_frame_cells(frame: Any, columns: Sequence[str]) -> list[Any]:
+    """joined_cells of a DataFrame's part columns (NaN, None and pd.NA as missing)."""
+    return joined_cells([frame[name].where(frame[name].notna(), None).tolist() for name in columns])

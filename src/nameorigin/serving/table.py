@@ -23,7 +23,7 @@ from nameorigin.base.formats.common import Chunk
 from nameorigin.base.formats.delimited import delimiter_for
 from nameorigin.base.tables import TableReader, TableWriter
 from nameorigin.serving.distinct import DistinctNames, cell_key, score, tagged_keys, untag
-from nameorigin.serving.name_columns import check_columns, joined_cells, name_columns
+from nameorigin.serving.name_columns import joined_cells, table_name_columns
 from nameorigin.serving.options import TABLE_OPTIONS, PredictOptions, options_of
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.progress import Progress
@@ -200,10 +200,7 @@ def predict_table(predictor: Predictor, source: str | Path, column: str | list[s
     on its own: the slow reference the grouping is checked against. Several columns: a name's parts, given first
     (a model trained on parts)."""
     reader = TableReader(source, "--file", delimiter)
-    columns = name_columns(column)
-    check_columns(predictor.part_names, columns)
-    for name in columns:
-        reader.require_text(name, f"--column {name}")
+    columns = table_name_columns(reader, column, predictor.part_names)
     out_format = output_format(out, source) if isinstance(out, str | Path) else FORMATS["delimited"]
     options = options_of(options, settings, TABLE_OPTIONS).for_model(predictor)  # fails before any output
     estimated = None

@@ -22,6 +22,7 @@ from nameorigin.training.card_parts import (
     fitted_on_lines,
     folder_source,
     label_source,
+    name_source,
     people_weight,
     percent,
     picked_lines,
@@ -111,10 +112,12 @@ def model_section(run: Run) -> list[str]:
 
 def data_section(run: Run) -> list[str]:
     manifest, data = run.manifest, run.data
+    join = (run.checkpoint["hyper_parameters"]["config"].get("name_parts") or {}).get("join")
+    person = " (a name's parts in either order count as one name)" if join else ""
     return [
         "",
         "## Data and provenance",
-        (f"- Corpus: the table `{manifest['path']}` (names from column `{manifest['columns']['name_column']}`, "
+        (f"- Corpus: the table `{manifest['path']}` ({name_source(manifest['columns'], manifest.get('rows'), join)}, "
          f"{label_source(manifest['columns'])}; rows read and skipped: {manifest.get('rows')}), "
          if run.table else
          f"- Corpus: `{manifest.get('root', '?')}` ({folder_source(manifest.get('root'))}), ")
@@ -122,7 +125,7 @@ def data_section(run: Run) -> list[str]:
         f"- Normalization: `{data.get('normalize', run.model['normalize'])}`. "
         + ("A name's rows pooled into one; " if run.shares else f"Duplicate (name, {run.word}) pairs dropped; ")
         + "the split is by name string (a name is in exactly one of train/val/test, and so are spellings of it that "
-        f"differ only in case or punctuation), stratified by {'majority ' if run.shares else ''}{run.word}.",
+        f"differ only in case or punctuation){person}, stratified by {'majority ' if run.shares else ''}{run.word}.",
         f"- Split seed {data.get('split_seed')}, fractions {data.get('split_fractions')}, sizes "
         f"{manifest.get('sizes', {})}; every name is listed in the run's `split.json`.",
         *([f"- Trained on train + validation ({sum(manifest.get('sizes', {}).get(k, 0) for k in ('train', 'val'))} "

@@ -57,6 +57,20 @@ def percent(value: Any) -> str:
     return "n/a" if value is None else f"{100 * float(value):.1f} %"
 
 
+def name_source(columns: dict, rows: dict | None, join: str | None) -> str:
+    """Where a table's names came from: one column, the parts' columns, or full names split by nameparser."""
+    read = "glued into one string \"Given Family\"" if join == "space" else "a boundary token between the parts"
+    if columns.get("name_columns"):
+        listed = ", ".join(f"`{c}`" for c in columns["name_columns"])
+        return f"names in parts from columns {listed} (given first, family last), {read}"
+    if columns.get("split_full_name"):
+        rows = rows or {}
+        return (f"full names from column `{columns['name_column']}`, split into given and family by nameparser "
+                f"({rows.get('split_one_part', 0):,} distinct names left in one part, "
+                f"{rows.get('split_comma', 0):,} read as \"Family, Given\"), {read}")
+    return f"names from column `{columns['name_column']}`"
+
+
 def label_source(columns: dict) -> str:
     """Where a table's labels came from: a label column, or share columns (and a weight column)."""
     if columns.get("rows") == "people":

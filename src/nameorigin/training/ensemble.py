@@ -100,7 +100,7 @@ def joined(models: list[NameClassifier]) -> NameClassifier:
     the ensemble's own applies the logit adjustment and, after calibration, the temperature)."""
     hp = models[0].hparams
     ensemble = NameClassifier(models[0].config, hp["vocab"], hp["labels"], hp["class_prior"], hp["label_names"],
-                              models[0].transfer_shape, members=len(models), name_parts=hp.get("name_parts"))
+                              models[0].transfer_shape, members=len(models))
     with torch.no_grad():
         for member, model in zip(ensemble.net.members, models, strict=True):
             member.load_state_dict(model.net.state_dict())

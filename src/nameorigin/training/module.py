@@ -38,7 +38,7 @@ class NameClassifier(pl.LightningModule):
 
     def __init__(self, config: ModelConfig | dict, vocab: Sequence[str], labels: Sequence[str],
                  class_prior: Sequence[float] | None = None, label_names: Sequence[str] | None = None,
-                 transfer: TransferShape | dict | None = None, members: int = 1, name_parts: dict | None = None):
+                 transfer: TransferShape | dict | None = None, members: int = 1):
         super().__init__()
         config = config if isinstance(config, ModelConfig) else from_plain(ModelConfig, config)
         transfer = TransferShape(**transfer) if isinstance(transfer, dict) else transfer
@@ -59,10 +59,9 @@ class NameClassifier(pl.LightningModule):
                                    "class_prior": class_prior,
                                    "label_names": None if label_names is None else [str(n) for n in label_names],
                                    "transfer": plain(transfer) if transfer else None,
-                                   **({"members": int(members)} if members > 1 else {}),
-                                   **({"name_parts": dict(name_parts)} if name_parts else {})})
+                                   **({"members": int(members)} if members > 1 else {})})
         self.net = build_served_net(config, len(vocab), len(labels), transfer, members,
-                                    boundary_index(vocab, name_parts))
+                                    boundary_index(vocab, config.name_parts))
         if config.logit_adjustment:  # post-hoc logit adjustment (Menon et al. 2021): rare languages get a fairer share
             offset = [-config.logit_adjustment * math.log(p) for p in class_prior]
             self.net.logit_offset.copy_(torch.tensor(offset) - sum(offset) / len(offset))

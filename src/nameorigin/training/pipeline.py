@@ -282,13 +282,13 @@ def build_model(cfg: DictConfig, config: ModelConfig, datamodule: pl.LightningDa
     what the pretrained checkpoint brings (loaded into the new model here)."""
     if isinstance(config.class_weights, str):
         config = dataclasses.replace(config, class_weights=datamodule.class_weights(config.class_weights))
+    config = dataclasses.replace(config, name_parts=getattr(datamodule, "name_parts", None))  # the data's parts
     if config.soft_targets is None:  # the data decides: a share table and the surnames train against their shares
         config = dataclasses.replace(config, soft_targets=bool(getattr(datamodule, "soft_labels", False)))
     shape, table = transfer.model_arguments(pretrained, config, datamodule.vocab) if pretrained is not None \
         else (None, None)
     model = NameClassifier(config, datamodule.vocab, datamodule.labels, datamodule.class_prior(),
-                           getattr(datamodule, "label_names", None), shape,
-                           name_parts=getattr(datamodule, "name_parts", None))
+                           getattr(datamodule, "label_names", None), shape)
     if pretrained is not None:
         log.info("fine-tuning from %s: loaded %s", config.init_from,
                  ", ".join(transfer.initialize(model.net, pretrained, table, datamodule.vocab)))
