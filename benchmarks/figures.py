@@ -486,7 +486,7 @@ def name_parts() -> str:
         f"{interval([100 * x for x in f['p_at_5_interval']])}. nameparser left {100 * parse['one_part_share']:.1f} % "
         f"of the distinct names in one part and read {100 * parse['comma_share']:.1f} % as \"Family, Given\". "
         f"Both runs: {run['seconds'] / 60:.0f} minutes on {run['machine'].split(',')[1].strip()} "
-        f"(`{run['command']}`, commit {run['commit']}).")
+        f"(`{run['command']}`).")
 
 
 BLOCKS: dict[str, Callable[[], str]] = {

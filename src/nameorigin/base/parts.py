@@ -55,7 +55,8 @@ def parse_full_name(full: str) -> ParsedName:
     try:
         from nameparser import HumanName
     except ImportError as error:  # a core dependency; a broken install names it
-        raise UserError(f"splitting full names needs nameparser ({error}): pip install nameparser") from None
+        raise UserError(f"splitting full names needs nameparser, a dependency of nameorigin ({error}): install "
+                        "nameorigin again") from None
     parsed = HumanName(str(full))
     given = " ".join(part for part in (parsed.first, parsed.middle) if part)
     return ParsedName(given, parsed.last, not (given and parsed.last), "," in str(full))
