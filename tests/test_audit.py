@@ -9,6 +9,7 @@ import io
 import json
 import sys
 
+import numpy as np
 import pytest
 from conftest import write_corpus
 
@@ -116,3 +117,26 @@ def test_a_table_made_from_scratch_is_written_in_the_format_its_suffix_names(tmp
     if suffix == ".jsonl":  # typed: numbers stay numbers, an empty cell is null
         assert [json.loads(line) for line in out.read_text().splitlines()][1] == {"row": 7, "name": "O'Neill, Jr",
                                                                                  "p": None}
+
+
+def test_every_cut_flags_the_moved_names_from_one_fit_and_an_unknown_cut_is_refused(planted, tmp_path, capsys):
+    """The cuts that read how many rows to flag from the table itself (cleanlab's estimate and filters) flag moved
+    names without a threshold picked for this corpus (fewer than the threshold finds: they count fewer issues on
+    600 names); each returns the rows most doubtful first."""
+    from nameorigin.analysis.audit import CUTS, audit
+
+    folder, moved = planted
+    pairs = read_corpus(folder)[0]
+    found = audit(pairs)
+    given = found.given()
+    quality = found.probabilities[np.arange(len(pairs)), given]
+    for cut in ("estimate", "noise_rate", "confident"):
+        rows = CUTS[cut](given, found.probabilities, 0.0)
+        flagged = {pairs[row] for row in rows.tolist()}
+        assert len(flagged & moved) >= 0.8 * len(flagged) and len(rows) <= 0.1 * len(pairs), (cut, len(rows))
+        assert quality[rows].tolist() == sorted(quality[rows].tolist())
+        assert len(flagged & moved) >= 0.4 * len(moved), (cut, len(flagged & moved))  # 5 of 12 at the writing
+    assert len(CUTS["threshold"](given, found.probabilities, 0.0)) == 0
+    with pytest.raises(SystemExit) as refused:
+        nameorigin(["audit", str(folder), "--cut", "nope", "--out", str(tmp_path / "s.csv")])
+    assert refused.value.code == 2 and "nope" in capsys.readouterr().err

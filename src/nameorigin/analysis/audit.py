@@ -3,9 +3,13 @@ package, the optional [audit] extra) over out-of-sample probabilities. Each row'
 project's n-gram linear model (nameorigin.model.ngram_linear: hashed character 1-4-grams, one softmax over the
 labels, fitted by batches: cheap enough to fit k times) fitted on the other folds; the folds are grouped by name, so
 a name listed under two labels never informs its own row. cleanlab scores each row by self-confidence (the
-probability of its given label) and the suspects are the rows scored under a fixed threshold, lowest first; or, with
-`cleanlab_cut`, cleanlab's own cut (the rows whose given label the model doubts more than that label's rows are
-doubted on average, as many as the noise it estimates).
+probability of its given label); the suspects are the rows of lowest self-confidence, as many as the cut says
+(CUTS, one entry per way to choose how many):
+- "threshold" (the default): the rows under a fixed probability (`--threshold`), picked on the corpus;
+- "estimate": as many as cleanlab estimates are mislabelled (`cleanlab.count.num_label_issues`, from the
+  confident joint: per-label thresholds, each label's mean self-confidence), from the table itself;
+- "noise_rate" and "confident": cleanlab's own filters (`find_label_issues` by noise rate, or by confident learning's
+  off-diagonal), which choose the rows as well as their number.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +29,38 @@ from nameorigin.model import ngram_linear
 FOLDS, EPOCHS, BUCKETS = 5, 5, 2**18  # five epochs of nameorigin.model.ngram_linear's batch fit (more on a small table)
 # Picked on the corpus with planted flips at one seed, then read at two others (docs/data-and-evaluation.md).
 THRESHOLD = 0.01
+
+
+def lowest(quality: np.ndarray, count: int) -> np.ndarray:
+    """The `count` rows of lowest self-confidence, lowest first."""
+    return np.argsort(quality, kind="stable")[:count]
+
+
+def by_threshold(given: np.ndarray, probabilities: np.ndarray, threshold: float) -> np.ndarray:
+    quality = probabilities[np.arange(len(given)), given]
+    return lowest(quality, int((quality < threshold).sum()))
+
+
+def by_estimate(given: np.ndarray, probabilities: np.ndarray, threshold: float) -> np.ndarray:
+    from cleanlab.count import num_label_issues
+
+    return lowest(probabilities[np.arange(len(given)), given], num_label_issues(given, probabilities))
+
+
+def by_filter(kind: str) -> Callable[[np.ndarray, np.ndarray, float], np.ndarray]:
+    def cut(given: np.ndarray, probabilities: np.ndarray, threshold: float) -> np.ndarray:
+        from cleanlab.filter import find_label_issues
+
+        return np.asarray(find_label_issues(given, probabilities, filter_by=kind,
+                                            return_indices_ranked_by="self_confidence"), dtype=np.int64)
+    return cut
+
+
+# How many rows are suspects, by name: each maps (given labels, probabilities, threshold) to rows, lowest first.
+CUTS: dict[str, Callable[[np.ndarray, np.ndarray, float], np.ndarray]] = {
+    "estimate": by_estimate, "threshold": by_threshold, "noise_rate": by_filter("prune_by_noise_rate"),
+    "confident": by_filter("confident_learning")}
+CUT = "threshold"  # the comparison across tables (docs/data-and-evaluation.md) found no cut that fits them better
 
 
 @dataclass
@@ -93,25 +130,16 @@ def rows_of(counted: Any, rows: np.ndarray) -> Any:
     return torch.sparse_csr_tensor(crow, ids, values, (len(rows), counted.shape[1]), check_invariants=False)
 
 
-def audit(pairs: list[tuple[str, str]], folds: int = FOLDS, seed: int = 0, threshold: float = THRESHOLD,
-          cleanlab_cut: bool = False) -> Audit:
-    """Out-of-sample probabilities for every row, cleanlab's self-confidence scores, and the cut: the rows scored
-    under `threshold`, or with `cleanlab_cut` cleanlab's label-issue finder; most doubtful first."""
-    cleanlab = require_extra("cleanlab.filter", "audit", "nameorigin audit")
-    from cleanlab.rank import get_label_quality_scores
-
+def audit(pairs: list[tuple[str, str]], folds: int = FOLDS, seed: int = 0, cut: str = CUT,
+          threshold: float = THRESHOLD) -> Audit:
+    """Out-of-sample probabilities for every row, cleanlab's self-confidence scores, and the suspects `cut` (CUTS)
+    chooses from them (`threshold` for the "threshold" cut); most doubtful first."""
+    require_extra("cleanlab.filter", "audit", "nameorigin audit")
     labels = sorted({label for _, label in pairs})
     start = time.perf_counter()
     probabilities = out_of_sample(pairs, labels, folds, seed)
     fitted = time.perf_counter()
     found = Audit(pairs, labels, probabilities, np.zeros(0, dtype=np.int64))
-    given = found.given()
-    if cleanlab_cut:
-        found.suspects = np.asarray(cleanlab.find_label_issues(given, probabilities,
-                                                               return_indices_ranked_by="self_confidence"))
-    else:
-        quality = get_label_quality_scores(given, probabilities, method="self_confidence")
-        doubted = np.flatnonzero(quality < threshold)
-        found.suspects = doubted[np.argsort(quality[doubted], kind="stable")]
+    found.suspects = CUTS[cut](found.given(), probabilities, threshold)
     found.seconds = {"probabilities": fitted - start, "find": time.perf_counter() - fitted}
     return found

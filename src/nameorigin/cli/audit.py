@@ -2,11 +2,11 @@
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
-from nameorigin.analysis.audit import THRESHOLD
+from nameorigin.analysis.audit import CUT, CUTS
 
 
 def audit(data: Annotated[Path | None, typer.Argument(
@@ -18,15 +18,18 @@ def audit(data: Annotated[Path | None, typer.Argument(
           label_column: Annotated[str, typer.Option(help="a table's label column")] = "label",
           folds: Annotated[int, typer.Option(min=2, help="folds of the out-of-sample probabilities")] = 5,
           seed: Annotated[int, typer.Option(help="seed of the folds")] = 0,
-          threshold: Annotated[float, typer.Option(min=0.0, max=1.0, help="flag rows whose given label's "
-                                                   "out-of-sample probability is below this")] = THRESHOLD,
-          cleanlab_cut: Annotated[bool, typer.Option(help="flag as many rows as cleanlab estimates are mislabelled "
-                                                     "(its own cut: more found, fewer of them wrong) instead of "
-                                                     "--threshold")] = False) -> int:
+          cut: Annotated[Literal[tuple(CUTS)], typer.Option(  # type: ignore[valid-type]
+              help="how many rows to flag: estimate (as many as cleanlab estimates are mislabelled, the rows of "
+              "lowest given-label probability), threshold (those under --threshold), noise_rate or confident "
+              "(cleanlab's own filters)")] = CUT,
+          threshold: Annotated[float | None, typer.Option(min=0.0, max=1.0, help="flag rows whose given label's "
+                                                          "out-of-sample probability is below this (implies "
+                                                          "--cut threshold)")] = None) -> int:
     """Find likely label errors: out-of-sample probabilities from the n-gram baseline fitted on the other folds,
-    scored by cleanlab (the [audit] extra); the rows under --threshold are the suspects. Writes them (row, name,
+    scored by cleanlab (the [audit] extra); --cut decides how many are the suspects. Writes them (row, name,
     given label, suggested label, the given label's probability), most doubtful first;
     `python train.py data.exclude=<out>` trains without them."""
+    from nameorigin.analysis.audit import THRESHOLD
     from nameorigin.analysis.audit import audit as find
     from nameorigin.base.atomic import write_atomically
     from nameorigin.base.formats import written_format
@@ -41,7 +44,8 @@ def audit(data: Annotated[Path | None, typer.Argument(
         from nameorigin.data.table import read_table
 
         pairs = read_table(TableDataConfig(path=str(data), name_column=name_column, label_column=label_column)).pairs
-    found = find(pairs, folds, seed, threshold, cleanlab_cut)
+    found = find(pairs, folds, seed, "threshold" if threshold is not None else cut,
+                 THRESHOLD if threshold is None else threshold)
     columns = dict(SUSPECT_COLUMNS)
     rows = [[row[column] for column in columns] for row in found.rows()]
     write_atomically(out, lambda tmp: write_table(tmp, list(columns), list(columns.values()), rows, "--out"))
