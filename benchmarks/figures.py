@@ -326,6 +326,21 @@ def audit() -> str:
     return "\n".join(rows) + "\n"
 
 
+def audit_tables() -> str:
+    """Every cut of the audit on the corpus and two tables, planted flips at seed 1 (benchmarks.audit_check)."""
+    cuts = ("threshold", "estimate", "noise_rate", "confident")
+    rows = ["| table, flips (5 %, seed 1) | " + " | ".join(f"`{cut}`: precision / recall" for cut in cuts)
+            + " | at 5 % of the rows |", "|---" * (len(cuts) + 2) + "|"]
+    for name, shown in (("corpus", "corpus training split"), ("gender", "first name → gender, 30k"),
+                        ("nana", "NaNa, 30k")):
+        for found in result(f"audit_table_{name}"):
+            at_rate = next(point for point in found["curve"] if point["depth"] == 0.05)
+            cells = [f"{found['cuts'][cut]['precision']:.2f} / {found['cuts'][cut]['recall']:.2f}" for cut in cuts]
+            rows.append(f"| {shown} ({found['rows']:,} rows), {found['kind']} | " + " | ".join(cells)
+                        + f" | {at_rate['precision']:.2f} / {at_rate['recall']:.2f} |")
+    return "\n".join(rows) + "\n"
+
+
 def pretrain() -> str:
     found = recorded("pretrain")
     metrics = found["figures"]["metrics"]
@@ -498,7 +513,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "transfer_default": transfer_default, "transfer_tables": transfer_tables, "ema": ema, "ensemble": ensemble,
     "speed_small_transferred": lambda: speed_variants("speed_small_transferred"),
     "speed_small_plain": lambda: speed_variants("speed_small_plain"), "step_profiles": step_profiles,
-    "run_time": run_time, "name_parts": name_parts}
+    "run_time": run_time, "name_parts": name_parts,
+    "audit_tables": audit_tables}
 
 
 def show(name: str, *args: str) -> None:
