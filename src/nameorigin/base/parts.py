@@ -28,11 +28,6 @@ def split_parts(name: str) -> list[str]:
     return name.split(BOUNDARY)
 
 
-def family_part(name: str) -> str:
-    """The last part of a name read as parts (the whole name when it has none)."""
-    return name.rsplit(BOUNDARY, 1)[-1]
-
-
 def glue_parts(name: str) -> str:
     """The parts as one plain string, "Given Family": what a one-string model reads of the same person."""
     return " ".join(part for part in split_parts(name) if part)
@@ -42,10 +37,8 @@ def glue_parts(name: str) -> str:
 class ParsedName:
     given: str
     family: str
-    # nameparser found no family name ("Madonna") or read the name family first against the table's order
-    # ("Lincoln, Abraham" has a comma; "Mao Zedong" has none and is read as given "Mao")
-    unsplit: bool
-    comma: bool
+    unsplit: bool  # one of the two parts is empty ("Madonna": a given name alone)
+    comma: bool  # written "Family, Given" ("Lincoln, Abraham"); "Mao Zedong" has no comma and is read as given "Mao"
 
 
 def parse_full_name(full: str) -> ParsedName:
