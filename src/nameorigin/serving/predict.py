@@ -137,7 +137,11 @@ class Predictor:
         """encode() for many names at once: right-padded indices [N, longest] (uint8 when the vocabulary fits),
         lengths, and why each name cannot be answered (None where it can). The indices come from one numpy pass
         (encode_names) instead of a Python list per name: on a GPU the host's work per name sets the rate."""
-        clean = [normalize_name(self.as_text(name), self.normalize) for name in names]
+        return self.encode_texts([self.as_text(name) for name in names])
+
+    def encode_texts(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, list[str | None]]:
+        """encode_many() of names already as the model reads them (as_text's strings)."""
+        clean = [normalize_name(text, self.normalize) for text in texts]
         errors = [None if 0 < len(c) <= MAX_NAME_LENGTH else NO_USABLE_CHARACTER if not c else TOO_LONG
                   for c in clean]
         tokens, lengths = encode_names([c if e is None else "" for c, e in zip(clean, errors, strict=True)],
@@ -211,7 +215,7 @@ class Predictor:
         options = options_of(options, settings).for_model(self)  # bound options pass as they are
         threshold = options.threshold
         names = [self.as_text(name) for name in names]  # parts joined: what the answers show
-        tokens, lengths, error_list = self.encode_many(names)
+        tokens, lengths, error_list = self.encode_texts(names)
         errors = np.array([*error_list, None], dtype=object)[:-1]
         answered = np.flatnonzero(np.equal(errors, None))
         rows = torch.from_numpy(answered)
