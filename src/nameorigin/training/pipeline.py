@@ -12,6 +12,7 @@ from typing import Any
 import pytorch_lightning as pl
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig
+from pytorch_lightning.callbacks import LearningRateMonitor
 
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
@@ -178,6 +179,8 @@ def build_trainer(cfg: DictConfig, model: NameClassifier, datamodule: pl.Lightni
     split manifest written."""
     callbacks = instantiate_all(cfg.get("callbacks"), "callbacks")
     loggers = instantiate_all(cfg.get("logger"), "logger")
+    if not loggers:  # Lightning refuses a learning-rate monitor with nothing to write to (logger=none)
+        callbacks = [callback for callback in callbacks if not isinstance(callback, LearningRateMonitor)]
     # A stop on a signal saves after every other callback has finished the batch.
     last = [callback for callback in callbacks if isinstance(callback, Preemption)]
     callbacks = [*(callback for callback in callbacks if callback not in last), RNGState(), *last]
