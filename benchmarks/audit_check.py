@@ -7,7 +7,8 @@ flipped and left out of the scoring (their second label is not an error). One ou
 at every cut of nameorigin.analysis.audit.CUTS (the audit's default among them); the curve ranks every scored row by
 the given label's probability and reads precision and recall at each depth.
 
-  python -m benchmarks.audit_check --seed 1
+  python -m benchmarks.audit_check --seed 1 2
+  python -m benchmarks.audit_check --seed 1 2 --model ngram network --kind uniform     # the two models, same flips
   python -m benchmarks.audit_check --table data/nana/nana.csv --label-column nationality --sample 30000 --json
 """
 
@@ -22,10 +23,11 @@ from collections import Counter
 
 import numpy as np
 
-from nameorigin.analysis.audit import CUT, CUTS, THRESHOLD, out_of_sample
+from nameorigin.analysis.audit import CUT, CUTS, MODEL, MODELS, THRESHOLD, OutOfSample, out_of_sample
 from nameorigin.data.corpus import read_corpus, shipped_corpus, split_by_name
 
 DEPTHS = (0.01, 0.02, 0.03, 0.05, 0.075, 0.10)  # of the scored rows
+KINDS = ("uniform", "confusion-shaped")
 
 
 def planted(train: list[tuple[str, str]], labels: list[str], rate: float, seed: int,
@@ -57,10 +59,10 @@ def scores(found: np.ndarray, changed: np.ndarray, scored: np.ndarray) -> dict:
 
 
 def check(kind: str, rows: list[tuple[str, str]], labels: list[str], rate: float, seed: int,
-          confusion: np.ndarray | None) -> dict:
+          confusion: np.ndarray | None, model: str = MODEL) -> dict:
     noisy, changed, scored = planted(rows, labels, rate, seed, confusion)
     start = time.perf_counter()
-    probabilities = out_of_sample(noisy, labels, seed=seed)
+    probabilities = out_of_sample(noisy, labels, seed=seed, settings=OutOfSample(model))
     seconds = time.perf_counter() - start
     index = {label: i for i, label in enumerate(labels)}
     given = np.array([index[label] for _, label in noisy])
@@ -71,8 +73,8 @@ def check(kind: str, rows: list[tuple[str, str]], labels: list[str], rate: float
     for depth in DEPTHS:
         top = np.array(order[: int(depth * scored.sum())], dtype=np.int64)
         curve.append({"depth": depth, **scores(top, changed, scored)})
-    return {"kind": kind, "rows": len(noisy), "flipped": int(changed.sum()), "cut": CUT, **cuts[CUT], "cuts": cuts,
-            "curve": curve, "seconds": seconds}
+    return {"kind": kind, "seed": seed, "model": model, "rows": len(noisy), "flipped": int(changed.sum()), "cut": CUT,
+            **cuts[CUT], "cuts": cuts, "curve": curve, "seconds": seconds}
 
 
 def table_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -93,7 +95,12 @@ def table_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rate", type=float, default=0.05, help="share of training rows relabelled (default 0.05)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the flips and the folds (default 0)")
+    parser.add_argument("--seed", type=int, nargs="+", default=[0], help="seeds of the flips and the folds, each "
+                        "checked in turn (default 0)")
+    parser.add_argument("--model", nargs="+", choices=list(MODELS), default=[MODEL],
+                        help=f"the out-of-sample models compared on the same flips (default {MODEL})")
+    parser.add_argument("--kind", nargs="+", choices=list(KINDS), default=list(KINDS),
+                        help="the kinds of flips (default both)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--table", help="a table to audit instead of the corpus (CSV, TSV, Parquet, JSON Lines)")
     parser.add_argument("--name-column", default="name", help="the table's name column (default name)")
@@ -105,18 +112,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rate must be between 0 and 0.5")
     train = table_rows(args)
     labels = sorted({label for _, label in train})
-    clean = out_of_sample(train, labels, seed=args.seed)
+    clean = out_of_sample(train, labels, seed=args.seed[0])
     index = {label: i for i, label in enumerate(labels)}
     confusion = np.zeros((len(labels), len(labels)))
     np.add.at(confusion, ([index[label] for _, label in train], clean.argmax(1)), 1)
-    results = [check(kind, train, labels, args.rate, args.seed, matrix)
-               for kind, matrix in (("uniform", None), ("confusion-shaped", confusion))]
+    matrices = {"uniform": None, "confusion-shaped": confusion}
+    results = [check(kind, train, labels, args.rate, seed, matrices[kind], model)
+               for seed in args.seed for kind in args.kind for model in args.model]
     if args.json:
         print(json.dumps(results, indent=1))
         return 0
     for result in results:
-        print(f"{result['kind']}: {result['flipped']:,} of {result['rows']:,} rows flipped ({result['seconds']:.0f} s "
-              "out of sample)")
+        print(f"{result['kind']}, seed {result['seed']}: {result['flipped']:,} of {result['rows']:,} rows flipped "
+              f"({result['seconds']:.0f} s out of sample, {result['model']})")
         for cut, found in result["cuts"].items():
             print(f"  {cut:>10}{' (default)' if cut == CUT else '':10}  flags {found['flagged']:>6,}: precision "
                   f"{found['precision']:.3f}, recall {found['recall']:.3f}")

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import write_corpus
+from conftest import ROOT, write_corpus
 
 from nameorigin.base.errors import UserError
 from nameorigin.cli.app import main as nameorigin
@@ -140,3 +140,36 @@ def test_every_cut_flags_the_moved_names_from_one_fit_and_an_unknown_cut_is_refu
     with pytest.raises(SystemExit) as refused:
         nameorigin(["audit", str(folder), "--cut", "nope", "--out", str(tmp_path / "s.csv")])
     assert refused.value.code == 2 and "nope" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_network_answers_out_of_sample_and_finds_the_moved_names(planted, tmp_path, capsys):
+    """--model network: train.py's model trained on each fold's other rows (in process, logger=none) answers the
+    held-out ones; the moved names are the most doubtful rows, and each fold says what it cost."""
+    folder, moved = planted
+    out = tmp_path / "suspects.csv"
+    assert nameorigin(["audit", str(folder), "--out", str(out), "--model", "network", "--folds", "3",
+                       "--threshold", "0.2", "--config-dir", str(ROOT / "conf"),
+                       "--train-override", "transfer.use=never"]) == 0
+    said = capsys.readouterr().err
+    assert [line.split(":")[0] for line in said.splitlines() if line.startswith("fold ")] == ["fold 1/3", "fold 2/3",
+                                                                                            "fold 3/3"]
+    with open(out, newline="") as f:
+        found = {(row["name"], row["given_label"]) for row in csv.DictReader(f)}
+    assert len(found & moved) >= 0.75 * len(moved) and len(found - moved) <= len(moved), (len(found & moved),
+                                                                                          len(found))
+
+
+def test_the_network_option_refuses_what_it_cannot_use_in_one_line(planted, tmp_path, capsys):
+    folder, _ = planted
+    out = tmp_path / "suspects.csv"
+    for args, message in (
+            (["--train-override", "trainer.max_epochs=1"], "apply to --model network only"),
+            (["--model", "network", "--config-dir", str(tmp_path)], "train.yaml does not exist"),
+            (["--model", "network", "--config-dir", str(ROOT / "conf"), "--train-override", "nosuch.key=1"],
+             "--train-override")):
+        with pytest.raises(SystemExit) as refused:
+            nameorigin(["audit", str(folder), "--out", str(out), *args])
+        said = capsys.readouterr().err
+        assert refused.value.code == 2 and message in said and said.count("\n") == 1, said
+    assert not out.exists()

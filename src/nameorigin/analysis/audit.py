@@ -1,8 +1,9 @@
 """Which rows of a labelled table are probably mislabelled: confident learning (Northcutt et al.; the `cleanlab`
-package, the optional [audit] extra) over out-of-sample probabilities. Each row's probabilities come from the
-project's n-gram linear model (nameorigin.model.ngram_linear: hashed character 1-4-grams, one softmax over the
-labels, fitted by batches: cheap enough to fit k times) fitted on the other folds; the folds are grouped by name, so
-a name listed under two labels never informs its own row. cleanlab scores each row by self-confidence (the
+package, the optional [audit] extra) over out-of-sample probabilities. Each row's probabilities come from a model
+fitted on the other folds (MODELS): by default the project's n-gram linear model (nameorigin.model.ngram_linear:
+hashed character 1-4-grams, one softmax over the labels, fitted by batches: cheap enough to fit k times), or the
+project's own network (nameorigin.analysis.crossfit); the folds are grouped by name, so a name listed under two
+labels never informs its own row. cleanlab scores each row by self-confidence (the
 probability of its given label); the suspects are the rows of lowest self-confidence, as many as the cut says
 (CUTS, one entry per way to choose how many):
 - "threshold" (the default): the rows under a fixed probability (`--threshold`), picked on the corpus;
@@ -19,6 +20,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,7 @@ from nameorigin.model import ngram_linear
 FOLDS, EPOCHS, BUCKETS = 5, 5, 2**18  # five epochs of nameorigin.model.ngram_linear's batch fit (more on a small table)
 # Picked on the corpus with planted flips at one seed, then read at two others (docs/data-and-evaluation.md).
 THRESHOLD = 0.01
+MODEL = "ngram"  # seconds where the network takes minutes a fold, for little gain on planted flips (MODELS, docs)
 
 
 def lowest(quality: np.ndarray, count: int) -> np.ndarray:
@@ -63,6 +66,16 @@ CUTS: dict[str, Callable[[np.ndarray, np.ndarray, float], np.ndarray]] = {
 CUT = "threshold"  # the comparison across tables (docs/data-and-evaluation.md) found no cut that fits them better
 
 
+@dataclass(frozen=True)
+class OutOfSample:
+    """Which model gives the out-of-sample probabilities (MODELS), and for the network, train.py's overrides and
+    the config folder they apply to."""
+
+    model: str = MODEL
+    train_overrides: tuple[str, ...] = ()
+    config_dir: Path = Path("conf")
+
+
 @dataclass
 class Audit:
     """The rows given (name, label), the labels, each row's out-of-sample probabilities, and the suspects: row
@@ -75,8 +88,7 @@ class Audit:
     seconds: dict[str, float] = field(default_factory=dict)
 
     def given(self) -> np.ndarray:
-        index = {label: i for i, label in enumerate(self.labels)}
-        return np.array([index[label] for _, label in self.pairs])
+        return label_indices(self.pairs, self.labels)
 
     def rows(self) -> list[dict[str, Any]]:
         """The suspects as table rows: row number (from 0), name, given and suggested label, and the score (the
@@ -95,29 +107,59 @@ class Audit:
                 f"{confused or 'none'}")
 
 
-def out_of_sample(pairs: list[tuple[str, str]], labels: list[str], folds: int = FOLDS,
-                  seed: int = 0) -> np.ndarray:
-    """[rows, labels] float32: each row's probabilities from the n-gram linear model fitted on the folds without it
-    (grouped by name, stratified by label)."""
+def folds_of(pairs: list[tuple[str, str]], given: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray,
+                                                                                                  np.ndarray]]:
+    """(training rows, held-out rows) of each fold: grouped by name, stratified by label."""
     require_extra("sklearn", "bench", "nameorigin audit")
-    import torch
     from sklearn.model_selection import StratifiedGroupKFold
 
-    names = [name for name, _ in pairs]
-    index = {label: i for i, label in enumerate(labels)}
-    given = np.array([index[label] for _, label in pairs])
-    counted = ngram_linear.NameCounts(names, buckets=BUCKETS)(names)  # characters only: no label is read
-    groups = np.unique(np.array(names, dtype=object), return_inverse=True)[1]
-    probabilities = np.zeros((len(pairs), len(labels)), dtype=np.float32)
+    groups = np.unique(np.array([name for name, _ in pairs], dtype=object), return_inverse=True)[1]
     splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
     with warnings.catch_warnings():  # a label with fewer rows than folds is fine: it is held out where it can be
         warnings.filterwarnings("ignore", "The least populated class", UserWarning)
-        splits = list(splitter.split(np.zeros(len(given)), given, groups))
+        return list(splitter.split(np.zeros(len(given)), given, groups))
+
+
+def ngram_probabilities(pairs: list[tuple[str, str]], labels: list[str],
+                        splits: list[tuple[np.ndarray, np.ndarray]], seed: int, settings: OutOfSample) -> np.ndarray:
+    """[rows, labels] float32: each held-out fold's rows answered by the n-gram linear model fitted on the others."""
+    import torch
+
+    names = [name for name, _ in pairs]
+    given = torch.from_numpy(label_indices(pairs, labels))
+    counted = ngram_linear.NameCounts(names, buckets=BUCKETS)(names)  # characters only: no label is read
+    probabilities = np.zeros((len(pairs), len(labels)), dtype=np.float32)
     for fold, (train, held) in enumerate(splits):
-        fitted = ngram_linear.fit_batches(rows_of(counted, train), torch.from_numpy(given[train]), len(labels),
-                                          EPOCHS, seed + fold)
+        fitted = ngram_linear.fit_batches(rows_of(counted, train), given[train], len(labels), EPOCHS, seed + fold)
         probabilities[held] = fitted.logits(rows_of(counted, held)).softmax(1).numpy()
     return probabilities
+
+
+def network_probabilities(pairs: list[tuple[str, str]], labels: list[str],
+                          splits: list[tuple[np.ndarray, np.ndarray]], seed: int, settings: OutOfSample) -> np.ndarray:
+    """The project's own model's answers on each held-out fold (nameorigin.analysis.crossfit)."""
+    from nameorigin.analysis.crossfit import network_probabilities as trained
+
+    return trained(pairs, labels, splits, seed, settings.train_overrides, settings.config_dir)
+
+
+# Which model answers each row out of sample, by name: each maps (pairs, labels, folds, seed, settings) to
+# probabilities [rows, labels].
+MODELS: dict[str, Callable[..., np.ndarray]] = {"ngram": ngram_probabilities, "network": network_probabilities}
+
+
+def label_indices(pairs: list[tuple[str, str]], labels: list[str]) -> np.ndarray:
+    index = {label: i for i, label in enumerate(labels)}
+    return np.array([index[label] for _, label in pairs])
+
+
+def out_of_sample(pairs: list[tuple[str, str]], labels: list[str], folds: int = FOLDS, seed: int = 0,
+                  settings: OutOfSample | None = None) -> np.ndarray:
+    """[rows, labels] float32: each row's probabilities from `settings.model` (MODELS) fitted on the folds
+    without it (grouped by name, stratified by label)."""
+    settings = settings or OutOfSample()
+    splits = folds_of(pairs, label_indices(pairs, labels), folds, seed)
+    return MODELS[settings.model](pairs, labels, splits, seed, settings)
 
 
 def rows_of(counted: Any, rows: np.ndarray) -> Any:
@@ -131,13 +173,13 @@ def rows_of(counted: Any, rows: np.ndarray) -> Any:
 
 
 def audit(pairs: list[tuple[str, str]], folds: int = FOLDS, seed: int = 0, cut: str = CUT,
-          threshold: float = THRESHOLD) -> Audit:
-    """Out-of-sample probabilities for every row, cleanlab's self-confidence scores, and the suspects `cut` (CUTS)
-    chooses from them (`threshold` for the "threshold" cut); most doubtful first."""
+          threshold: float = THRESHOLD, settings: OutOfSample | None = None) -> Audit:
+    """Out-of-sample probabilities for every row (from `settings`' model), cleanlab's self-confidence scores, and
+    the suspects `cut` (CUTS) chooses from them (`threshold` for the "threshold" cut); most doubtful first."""
     require_extra("cleanlab.filter", "audit", "nameorigin audit")
     labels = sorted({label for _, label in pairs})
     start = time.perf_counter()
-    probabilities = out_of_sample(pairs, labels, folds, seed)
+    probabilities = out_of_sample(pairs, labels, folds, seed, settings)
     fitted = time.perf_counter()
     found = Audit(pairs, labels, probabilities, np.zeros(0, dtype=np.int64))
     found.suspects = CUTS[cut](found.given(), probabilities, threshold)
