@@ -186,3 +186,18 @@ def test_the_switches_turn_the_margin_and_the_linear_part_off(tiny_corpus, tmp_p
     assert "margin" not in refit and "linear_part" not in refit
     assert "  margin " not in result.stdout and "Margin over" not in refit["model_card"]
     assert np.isfinite(float(refit["state_dict"]["net.ngram.weight"].abs().sum()))
+
+
+def test_names_counted_by_chunks_make_the_matrix_counted_at_once(monkeypatch):
+    """NameCounts counts a large table a chunk at a time (its memory); the rows, ids and counts are the same."""
+    from nameorigin.base.parts import join_parts
+    from nameorigin.model import ngram_linear
+
+    names = ["Nakamura", "O'Neill", "Ng", "Abramovich", join_parts(["Ana", "Silva"]), "Lee", "Zhang", "Mueller"]
+    table = ngram_linear.NameCounts(names, buckets=4096)
+    whole = table(names).to_dense()
+    monkeypatch.setattr(ngram_linear, "COUNT_CHUNK", 3)
+    chunked = table(names)
+    assert chunked.shape == whole.shape and torch.equal(chunked.to_dense(), whole)
+    assert torch.equal(chunked.crow_indices()[1:] - chunked.crow_indices()[:-1], (whole > 0).sum(1))
+    assert table([]).shape == (0, 4096)

@@ -33,6 +33,7 @@ LADDER = (1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7, 3e-8)
 PENALTY_TIMES_NAMES = (0.1, 3.0)
 # Past this many (n-gram, label) products per pass the full-batch fit would take minutes: fit_batches stands in.
 FIT_LIMIT = 3e9
+COUNT_CHUNK = 65_536  # names counted at a time (NameCounts)
 BATCH, LEARNING_RATE, MIN_UPDATES = 512, 0.01, 1000  # fit_batches: a small table gets more than a few epochs
 
 
@@ -97,8 +98,27 @@ class NameCounts:
         self.boundary = self.index.get(BOUNDARY, -1)
 
     def __call__(self, names: Sequence[str]) -> torch.Tensor:
-        tokens, lengths = encode_names(list(names), self.index)
+        names = list(names)
+        # By chunks: the hashed ids of a whole table at once ([names, 4 x longest] int64, then sorted) take
+        # several times the memory of the matrix they make.
+        return stacked([self.counted(names[start : start + COUNT_CHUNK])
+                        for start in range(0, max(len(names), 1), COUNT_CHUNK)])
+
+    def counted(self, names: list[str]) -> torch.Tensor:
+        tokens, lengths = encode_names(names, self.index)
         return counts(tokens, lengths, len(self.vocab), self.max_n, self.buckets, self.boundary)
+
+
+def stacked(matrices: list[torch.Tensor]) -> torch.Tensor:
+    """CSR matrices of equal width, one below the other (torch.cat does not take CSR tensors)."""
+    if len(matrices) == 1:
+        return matrices[0]
+    crows = [matrices[0].crow_indices()]
+    for matrix in matrices[1:]:
+        crows.append(matrix.crow_indices()[1:] + crows[-1][-1])
+    shape = (sum(matrix.shape[0] for matrix in matrices), matrices[0].shape[1])
+    return torch.sparse_csr_tensor(torch.cat(crows), torch.cat([matrix.col_indices() for matrix in matrices]),
+                                   torch.cat([matrix.values() for matrix in matrices]), shape, check_invariants=False)
 
 
 def unit_length(counted: torch.Tensor) -> torch.Tensor:
