@@ -173,3 +173,26 @@ def test_the_network_option_refuses_what_it_cannot_use_in_one_line(planted, tmp_
         said = capsys.readouterr().err
         assert refused.value.code == 2 and message in said and said.count("\n") == 1, said
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_the_planted_flips_benchmark_reads_any_table_at_every_seed_and_the_scale_benchmark_runs_the_command(
+        planted, tmp_path, capsys):
+    from benchmarks import audit_check, audit_scale
+
+    folder, _ = planted
+    table = tmp_path / "table.csv"
+    with table.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("person", "origin"), *read_corpus(folder)[0]])
+    assert audit_check.main(["--table", str(table), "--name-column", "person", "--label-column", "origin",
+                             "--seed", "1", "2", "--kind", "uniform", "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert [(r["seed"], r["kind"], r["model"]) for r in results] == [(1, "uniform", "ngram"), (2, "uniform", "ngram")]
+    rows = len(read_corpus(folder)[0])
+    for result in results:
+        assert result["rows"] == rows and result["flipped"] == int(0.05 * rows)
+        assert set(result["cuts"]) == {"threshold", "estimate", "noise_rate", "confident"}
+        assert result["cuts"]["estimate"]["recall"] >= 0.5  # four endings: flips are plain to see
+    assert audit_scale.main(["--table", str(table), "--name-column", "person", "--label-column", "origin"]) == 0
+    cost = json.loads(capsys.readouterr().out)
+    assert cost["exit"] == 0 and cost["peak_rss_gb"] > 0 and "look mislabelled" in cost["said"]
