@@ -196,3 +196,13 @@ def test_the_planted_flips_benchmark_reads_any_table_at_every_seed_and_the_scale
     assert audit_scale.main(["--table", str(table), "--name-column", "person", "--label-column", "origin"]) == 0
     cost = json.loads(capsys.readouterr().out)
     assert cost["exit"] == 0 and cost["peak_rss_gb"] > 0 and "look mislabelled" in cost["said"]
+
+
+def test_a_fold_trains_the_network_only_on_labels_it_can_split():
+    from nameorigin.analysis.crossfit import MIN_NAMES, trainable
+
+    rare = [(f"Rare{i}", "Mozambican") for i in range(MIN_NAMES - 2)] + [("O'Neill", "Mozambican"),
+                                                                        ("Oneill", "Mozambican")]
+    common = [(f"Name{i}", "Irish") for i in range(MIN_NAMES)]
+    assert trainable(rare + common) == common  # O'Neill and Oneill are one name: MIN_NAMES - 1 in all
+    assert trainable([*rare, ("Another", "Mozambican"), *common]) == [*rare, ("Another", "Mozambican"), *common]

@@ -13,6 +13,7 @@ import logging
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from nameorigin.base.errors import UserError
+from nameorigin.base.textnorm import variant_key
 
 # What each fold's run changes: it is read once, on rows it never saw, so it needs no refit, test, margin or
 # dashboard; 9 % of its rows pick its epoch and temperature (the 1 % test split is never read).
@@ -27,6 +29,9 @@ FOLD_SETTINGS = ("refit.enabled=false", "margin.enabled=false", "test=false", "l
                  "~callbacks.grad_accumulation", "~callbacks.dashboard", "~callbacks.progress_bar",
                  "+trainer.enable_progress_bar=false", "trainer.enable_model_summary=false",
                  "data.split_fractions=[0.9,0.09,0.01]")
+# A label needs a name in each of the fold run's train, validation and test splits: one with fewer distinct names
+# in the fold's training rows is left out of that run, and its held-out rows get probability 0 for it.
+MIN_NAMES = 5
 # Loggers whose lines describe a fold's run (its settings, its results block): the audit prints one line a fold.
 RUN_LOGGERS = ("nameorigin", "pytorch_lightning", "lightning", "lightning_fabric")
 
@@ -70,11 +75,20 @@ def compose_fold(config_dir: Path, rows: Path, output_dir: Path, seed: int, over
     return cfg
 
 
+def trainable(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The rows whose label has at least MIN_NAMES distinct names (spelling variants counted once)."""
+    names: dict[str, set[str]] = defaultdict(set)
+    for name, label in pairs:
+        names[label].add(variant_key(name))
+    return [(name, label) for name, label in pairs if len(names[label]) >= MIN_NAMES]
+
+
 def network_probabilities(pairs: list[tuple[str, str]], labels: list[str],
                           splits: list[tuple[np.ndarray, np.ndarray]], seed: int,
                           overrides: Sequence[str] = (), config_dir: Path = Path("conf")) -> np.ndarray:
     """[rows, labels] float32: each held-out fold's rows answered by the model train.py fits on the others (a
-    label its training rows lack gets probability 0); a name the model cannot read keeps uniform probabilities."""
+    label its training rows lack, or hold too few names of, gets probability 0); a name the model cannot read keeps
+    uniform probabilities."""
     import torch
 
     from nameorigin.serving.predict import Predictor
@@ -89,7 +103,7 @@ def network_probabilities(pairs: list[tuple[str, str]], labels: list[str],
             with table.open("w", newline="", encoding="utf-8") as f:
                 writer = csv.writer(f)
                 writer.writerow(["name", "label"])
-                writer.writerows(pairs[row] for row in rows)
+                writer.writerows(trainable([pairs[row] for row in rows]))
             cfg = compose_fold(config_dir, table, Path(work, f"fold{fold}"), seed, overrides)
             with quiet():
                 predictor = Predictor.load(train(cfg)["model_checkpoint"])
