@@ -314,31 +314,50 @@ def output(name: str) -> str:
     return f"```\n{found['figures']['stdout'].rstrip()}\n```\n"
 
 
-def audit() -> str:
-    rows = ["| planted flips (seed 1, seed 2) | at the threshold: precision, recall | cleanlab's cut: precision, "
-            "recall |", "|---|---|---|"]
-    runs = [result(f"audit_seed{seed}") for seed in (1, 2)]
-    for kind in ("uniform", "confusion-shaped"):
-        found = [next(r for r in run if r["kind"] == kind) for run in runs]
-        at = ", ".join(f"{r['precision']:.3f} / {r['recall']:.3f}" for r in found)
-        cut = ", ".join(f"{r['cleanlab_cut']['precision']:.3f} / {r['cleanlab_cut']['recall']:.3f}" for r in found)
-        rows.append(f"| {kind} | {at} | {cut} |")
-    return "\n".join(rows) + "\n"
+AUDITED = (("corpus", "corpus training split"), ("gender", "first name → gender, 30k"), ("nana", "NaNa, 30k"))
+
+
+def found_at(found: dict, cut: str | None = None) -> str:
+    """Precision / recall of one audit_check result at a cut (None: the planted share of the rows)."""
+    point = found["cuts"][cut] if cut else next(point for point in found["curve"] if point["depth"] == 0.05)
+    return f"{point['precision']:.2f} / {point['recall']:.2f}"
 
 
 def audit_tables() -> str:
-    """Every cut of the audit on the corpus and two tables, planted flips at seed 1 (benchmarks.audit_check)."""
+    """Every cut of the audit on the corpus and two tables, planted flips at seeds 1 and 2 (benchmarks.audit_check):
+    each cell is seed 1 · seed 2."""
     cuts = ("threshold", "estimate", "noise_rate", "confident")
-    rows = ["| table, flips (5 %, seed 1) | " + " | ".join(f"`{cut}`: precision / recall" for cut in cuts)
+    rows = ["| table, flips (5 %; seed 1 · seed 2) | " + " | ".join(f"`{cut}`" for cut in cuts)
             + " | at 5 % of the rows |", "|---" * (len(cuts) + 2) + "|"]
-    for name, shown in (("corpus", "corpus training split"), ("gender", "first name → gender, 30k"),
-                        ("nana", "NaNa, 30k")):
-        for found in result(f"audit_table_{name}"):
-            at_rate = next(point for point in found["curve"] if point["depth"] == 0.05)
-            cells = [f"{found['cuts'][cut]['precision']:.2f} / {found['cuts'][cut]['recall']:.2f}" for cut in cuts]
-            rows.append(f"| {shown} ({found['rows']:,} rows), {found['kind']} | " + " | ".join(cells)
-                        + f" | {at_rate['precision']:.2f} / {at_rate['recall']:.2f} |")
+    for name, shown in AUDITED:
+        runs = result(f"audit_table_{name}")
+        for kind in dict.fromkeys(run["kind"] for run in runs):
+            found = [run for run in runs if run["kind"] == kind]
+            cells = [" · ".join(found_at(run, cut) for run in found) for cut in (*cuts, None)]
+            rows.append(f"| {shown} ({found[0]['rows']:,} rows), {kind} | " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
+
+
+def audit_models() -> str:
+    """The n-gram model and the network answering out of sample, on the same uniform flips and folds."""
+    rows = ["| table (5 % uniform flips; seed 1 · seed 2) | model | `threshold` (default) | `estimate` | "
+            "at 5 % of the rows | out of sample (seed 1) |", "|---|---|---|---|---|---:|"]
+    for name, shown in AUDITED:
+        runs = result(f"audit_network_{name}")
+        for model in dict.fromkeys(run["model"] for run in runs):
+            found = [run for run in runs if run["model"] == model]
+            cells = [" · ".join(found_at(run, cut) for run in found) for cut in ("threshold", "estimate", None)]
+            rows.append(f"| {shown} | {model} | " + " | ".join(cells) + f" | {found[0]['seconds']:.0f} s |")
+    return "\n".join(rows) + "\n"
+
+
+def audit_scale() -> str:
+    """The audit of a whole table with its defaults: seconds and peak memory (benchmarks.audit_scale)."""
+    found = recorded("audit_nana_full")
+    cost = found["figures"]
+    return (f"The audit of the whole NaNa table with the defaults took {cost['seconds'] / 60:.1f} minutes and "
+            f"{cost['peak_rss_gb']:.2f} GB at its peak on {found['machine'].split(', ')[1]} "
+            f"(`{found['command']}`): {cost['said'].split('; wrote ')[0]}.\n")
 
 
 def pretrain() -> str:
@@ -508,13 +527,14 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "default_run": default_run, "headline": headline, "nine_runs": nine_runs, "seeds": seeds,
     "finetune": finetune, "gender": gender, "nana": nana, "nana_at_k": nana_at_k, "nana_bars": nana_bars,
     "nana_run": nana_run,
-    "score_scale": score_scale, "audit": audit, "composition": composition, "gradient_check": gradient_check,
+    "score_scale": score_scale, "composition": composition, "gradient_check": gradient_check,
     "set_kinds": set_kinds, "h200": h200, "serve_load": serve_load, "ray": ray, "pretrain": pretrain,
     "transfer_default": transfer_default, "transfer_tables": transfer_tables, "ema": ema, "ensemble": ensemble,
     "speed_small_transferred": lambda: speed_variants("speed_small_transferred"),
     "speed_small_plain": lambda: speed_variants("speed_small_plain"), "step_profiles": step_profiles,
     "run_time": run_time, "name_parts": name_parts,
-    "audit_tables": audit_tables}
+    "audit_tables": audit_tables, "audit_models": audit_models,
+    "audit_scale": audit_scale}
 
 
 def show(name: str, *args: str) -> None:

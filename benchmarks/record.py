@@ -3,7 +3,7 @@ machine and the date in docs/results/<name>.json. The docs' tables and sentences
 (cog; `make lint` checks they are current), so each figure is typed once, by the command that measured it.
 
   python -m benchmarks.record default_run -- python train.py callbacks.progress_bar=null
-  python -m benchmarks.record audit_seed1 -- python -m benchmarks.audit_check --seed 1 --json
+  python -m benchmarks.record audit_table_corpus -- python -m benchmarks.audit_check --seed 1 2 --json
   python -m benchmarks.record nana -- nameorigin nana-table --fetch --then python train.py experiment=nana
   python -m benchmarks.record nana_baseline --keep accuracy,macro_f1,precision_at,ece,set_coverage,baseline \
       -- nameorigin evaluate outputs/<run>/checkpoints/best.ckpt data/nana/nana.csv --baseline ngram --format json
