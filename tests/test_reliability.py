@@ -113,7 +113,8 @@ def test_sigterm_mid_epoch_saves_the_step_and_the_resumed_run_equals_an_uninterr
     saved = torch.load(run_dirs(stopped_dir)[-1] / "checkpoints" / "last.ckpt", weights_only=True)
     done = saved["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["processed"]
     loader_state = saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]
-    assert done > 0 and loader_state == {"epoch": 2, "batches": done}
+    # Into epoch 2, or 3 where a loaded machine let epoch 2 end before the signal: either order differs from epoch 0's.
+    assert done > 0 and loader_state["epoch"] in (2, 3) and loader_state["batches"] == done, loader_state
 
     resumed = train(stopped_dir, f"data.root={corpus}", *RESUME, "ckpt_path=last")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
