@@ -77,6 +77,15 @@ def check(kind: str, rows: list[tuple[str, str]], labels: list[str], rate: float
             **cuts[CUT], "cuts": cuts, "curve": curve, "seconds": seconds}
 
 
+def confusion_counts(rows: list[tuple[str, str]], labels: list[str], seed: int) -> np.ndarray:
+    """[given, predicted] counts of the n-gram model's out-of-sample answers on the rows as they are."""
+    clean = out_of_sample(rows, labels, seed=seed)
+    index = {label: i for i, label in enumerate(labels)}
+    counts = np.zeros((len(labels), len(labels)))
+    np.add.at(counts, ([index[label] for _, label in rows], clean.argmax(1)), 1)
+    return counts
+
+
 def table_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
     """The rows audited: the corpus' default training split, or a table's pairs (a sample of them)."""
     if args.table is None:
@@ -112,11 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rate must be between 0 and 0.5")
     train = table_rows(args)
     labels = sorted({label for _, label in train})
-    clean = out_of_sample(train, labels, seed=args.seed[0])
-    index = {label: i for i, label in enumerate(labels)}
-    confusion = np.zeros((len(labels), len(labels)))
-    np.add.at(confusion, ([index[label] for _, label in train], clean.argmax(1)), 1)
-    matrices = {"uniform": None, "confusion-shaped": confusion}
+    matrices = {"uniform": None, "confusion-shaped": confusion_counts(train, labels, args.seed[0])
+                if "confusion-shaped" in args.kind else None}
     results = [check(kind, train, labels, args.rate, seed, matrices[kind], model)
                for seed in args.seed for kind in args.kind for model in args.model]
     if args.json:
