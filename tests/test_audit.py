@@ -148,12 +148,11 @@ def test_the_network_answers_out_of_sample_and_finds_the_moved_names(planted, tm
     held-out ones; the moved names are the most doubtful rows, and each fold says what it cost."""
     folder, moved = planted
     out = tmp_path / "suspects.csv"
-    assert nameorigin(["audit", str(folder), "--out", str(out), "--model", "network", "--folds", "3",
+    assert nameorigin(["audit", str(folder), "--out", str(out), "--model", "network", "--folds", "2",
                        "--threshold", "0.2", "--config-dir", str(ROOT / "conf"),
                        "--train-override", "transfer.use=never"]) == 0
     said = capsys.readouterr().err
-    assert [line.split(":")[0] for line in said.splitlines() if line.startswith("fold ")] == ["fold 1/3", "fold 2/3",
-                                                                                            "fold 3/3"]
+    assert [line.split(":")[0] for line in said.splitlines() if line.startswith("fold ")] == ["fold 1/2", "fold 2/2"]
     with open(out, newline="") as f:
         found = {(row["name"], row["given_label"]) for row in csv.DictReader(f)}
     assert len(found & moved) >= 0.75 * len(moved) and len(found - moved) <= len(moved), (len(found & moved),
@@ -177,10 +176,10 @@ def test_the_network_option_refuses_what_it_cannot_use_in_one_line(planted, tmp_
 
 @pytest.mark.slow
 def test_the_planted_flips_benchmark_reads_any_table_at_every_seed_and_the_scale_benchmark_runs_the_command(
-        planted, tmp_path, capsys):
+        tmp_path, capsys):
     from benchmarks import audit_check, audit_scale
 
-    folder, _ = planted
+    folder = write_corpus(tmp_path / "names", per_language=75)  # 300 names: each fit takes half the planted's time
     table = tmp_path / "table.csv"
     with table.open("w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([("person", "origin"), *read_corpus(folder)[0]])
