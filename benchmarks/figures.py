@@ -323,6 +323,11 @@ def found_at(found: dict, cut: str | None = None) -> str:
     return f"{point['precision']:.2f} / {point['recall']:.2f}"
 
 
+def by_seed(runs: list[dict], key: str) -> list[tuple[str, list[dict]]]:
+    """audit_check results grouped by `key` (kind or model), in their order: each value's runs, one per seed."""
+    return [(value, [run for run in runs if run[key] == value]) for value in dict.fromkeys(run[key] for run in runs)]
+
+
 def audit_tables() -> str:
     """Every cut of the audit on the corpus and two tables, planted flips at seeds 1 and 2 (benchmarks.audit_check):
     each cell is seed 1 · seed 2."""
@@ -330,9 +335,7 @@ def audit_tables() -> str:
     rows = ["| table, flips (5 %; seed 1 · seed 2) | " + " | ".join(f"`{cut}`" for cut in cuts)
             + " | at 5 % of the rows |", "|---" * (len(cuts) + 2) + "|"]
     for name, shown in AUDITED:
-        runs = result(f"audit_table_{name}")
-        for kind in dict.fromkeys(run["kind"] for run in runs):
-            found = [run for run in runs if run["kind"] == kind]
+        for kind, found in by_seed(result(f"audit_table_{name}"), "kind"):
             cells = [" · ".join(found_at(run, cut) for run in found) for cut in (*cuts, None)]
             rows.append(f"| {shown} ({found[0]['rows']:,} rows), {kind} | " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
@@ -343,9 +346,7 @@ def audit_models() -> str:
     rows = ["| table (5 % uniform flips; seed 1 · seed 2) | model | `threshold` (default) | `estimate` | "
             "at 5 % of the rows | out of sample (seed 1) |", "|---|---|---|---|---|---:|"]
     for name, shown in AUDITED:
-        runs = result(f"audit_network_{name}")
-        for model in dict.fromkeys(run["model"] for run in runs):
-            found = [run for run in runs if run["model"] == model]
+        for model, found in by_seed(result(f"audit_network_{name}"), "model"):
             cells = [" · ".join(found_at(run, cut) for run in found) for cut in ("threshold", "estimate", None)]
             rows.append(f"| {shown} | {model} | " + " | ".join(cells) + f" | {found[0]['seconds']:.0f} s |")
     return "\n".join(rows) + "\n"
