@@ -29,6 +29,11 @@ $(BIN)/.installed: $(BIN)/.installed-core
 	$(INSTALL) --editable '.[dev,sweep,export,surnames,bench,parquet,frame,triton,ray,serve,browser,track,audit]'
 	touch $@
 
+# Pretraining needs the core and names-dataset, nothing more.
+$(BIN)/.installed-surnames: $(BIN)/.installed-core
+	$(INSTALL) --editable '.[surnames]'
+	touch $@
+
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
@@ -39,7 +44,7 @@ install-core: $(BIN)/.installed-core  ## create .venv and install what training 
 train: install-core  ## train.py with the defaults; ARGS adds overrides: ARGS="model.cell=lstm trainer.max_epochs=5"
 	$(BIN)/python train.py $(ARGS)
 
-pretrain: install  ## once: the surnames model every later run tries on validation (data/pretrained/surnames.ckpt); ARGS adds overrides
+pretrain: $(BIN)/.installed-surnames  ## once: the surnames model every later run tries on validation (data/pretrained/surnames.ckpt); ARGS adds overrides
 	$(BIN)/python train.py experiment=surnames_pretrain $(ARGS)
 
 test: install  ## the whole suite, as CI runs it; TEST_WORKERS=0: serial; PYTEST_ARGS adds flags
@@ -57,13 +62,8 @@ lint: install  ## ruff, the import contract (layers run one way), no repeated co
 bench: install  ## benchmarks/benchmark.py; ARGS adds flags (--data <folder of <Language>.txt files>)
 	$(BIN)/python -m benchmarks.benchmark $(ARGS)
 
-# The newest of outputs/<date>/<time>/ (a run) and outputs/multirun/<date>/<time>/ (a sweep), by <date>/<time>.
-NEWEST_RUN = ls -d outputs/[0-9]*/*/ outputs/multirun/*/*/ 2>/dev/null \
-	| awk -F/ '{print $$(NF-2) "/" $$(NF-1), $$0}' | sort | tail -n 1 | cut -d' ' -f2
-
-dashboard: install-core  ## TensorBoard on the newest run or sweep, bound to localhost
-	@run="$$($(NEWEST_RUN))"; \
-	if [ -z "$$run" ]; then echo "error: no run under outputs/: run 'make train' first" >&2; exit 2; fi; \
+dashboard: install-core  ## TensorBoard on the newest run or sweep (never a pretraining), bound to localhost
+	@run="$$($(BIN)/python -m nameorigin.serving.runs outputs)" || exit 2; \
 	echo "tensorboard on $$run"; $(BIN)/tensorboard --logdir "$$run" --host 127.0.0.1
 
 clean:  ## remove .venv and caches (outputs/ stays)

@@ -13,7 +13,8 @@ import typer
 from nameorigin.base.errors import UserError
 from nameorigin.base.formats import described
 from nameorigin.cli.app import NAMES_TOP_K, TABLE_TOP_K, predict_options, takes_options
-from nameorigin.serving.predict import Prediction, Predictor, newest_checkpoint
+from nameorigin.serving.predict import Prediction, Predictor
+from nameorigin.serving.runs import newest_checkpoint
 from nameorigin.serving.schema import OutputOptions, as_json, fields_for, text_lines
 
 Checkpoint = Annotated[str, typer.Argument(help="a .ckpt written by train.py, a .pt2/.onnx from nameorigin export, "

@@ -15,6 +15,10 @@ from typing import Any
 CHECKPOINT_FORMAT = "nameorigin-checkpoint-2"
 # The refit's served model beside best.ckpt in a run's checkpoints/ (nameorigin.training.refit writes it).
 REFIT_FILE = "refit.ckpt"
+# A run's figures and served model's path (nameorigin.training.outputs); a pretraining's names the starting point it
+# published under STARTING_POINT_KEY, so that "latest" (nameorigin.serving.runs) never answers with it.
+RESULTS_FILE = "results.json"
+STARTING_POINT_KEY = "published_starting_point"
 EXPORT_FORMAT = "nameorigin-export-4"
 
 

@@ -21,7 +21,7 @@ from nameorigin.base.errors import UserError
 from nameorigin.base.extras import missing_extra
 from nameorigin.base.parts import glue_parts, join_parts, parts_of
 from nameorigin.base.textnorm import MAX_NAME_LENGTH, UNK, encode_names, normalize_name
-from nameorigin.model.artifacts import REFIT_FILE, Calibration, ServingMeta
+from nameorigin.model.artifacts import Calibration, ServingMeta
 from nameorigin.model.calibration import level_key, prediction_sets
 from nameorigin.model.charrnn import CharRNN, batch_tokens
 from nameorigin.model.ensemble import Ensemble, net_from_checkpoint
@@ -32,6 +32,7 @@ from nameorigin.serving.answers import Answers, Prediction, scattered
 from nameorigin.serving.export import ExportedNet
 from nameorigin.serving.options import BATCH_SIZE, PRECISIONS, PredictOptions, options_of
 from nameorigin.serving.prior import check_estimable, estimate_prior, reweight
+from nameorigin.serving.runs import newest_checkpoint
 from nameorigin.serving.schema import OutputOptions
 
 NO_USABLE_CHARACTER, NO_KNOWN_CHARACTER = "no usable character after normalization", "no character the model knows"
@@ -117,27 +118,27 @@ class Predictor:
                             f"{', '.join(levels)}")
         return self.calibration.threshold(level_key(coverage))
 
-    def encode(self, name: str) -> tuple[list[int], str | None]:
+    def encode(self, name: str, full_names: bool = False) -> tuple[list[int], str | None]:
         """Indices for one raw name, or an explanation of why it cannot be answered."""
-        tokens, lengths, errors = self.encode_many([name])
+        tokens, lengths, errors = self.encode_many([name], full_names)
         return tokens[0, : int(lengths[0])].tolist() if errors[0] is None else [], errors[0]
 
-    def as_text(self, name: str | Sequence[str]) -> str:
+    def as_text(self, name: str | Sequence[str], full_names: bool = False) -> str:
         """One name as the model reads it: a string as it is for a model of one string; for a model of parts, its
-        parts (a list, a string holding the boundary, or a full name nameorigin.base.parts.parts_of splits)
-        normalized and joined. A list for a model of one string, or the wrong number of parts, is refused."""
-        parts = parts_of(name, self.part_names)
+        parts (a list, a string holding the boundary, or with `full_names` a full name nameorigin.base.parts.parts_of
+        splits) normalized and joined. A list for a model of one string, or the wrong number of parts, is refused."""
+        parts = parts_of(name, self.part_names, full_names)
         if parts is None:
             return name
         joined = join_parts([normalize_name(part, self.normalize) for part in parts])
         return glue_parts(joined) if self.glues_parts else joined
 
-    def encode_many(self, names: Sequence[str | Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor,
-                                                                          list[str | None]]:
+    def encode_many(self, names: Sequence[str | Sequence[str]],
+                    full_names: bool = False) -> tuple[torch.Tensor, torch.Tensor, list[str | None]]:
         """encode() for many names at once: right-padded indices [N, longest] (uint8 when the vocabulary fits),
         lengths, and why each name cannot be answered (None where it can). The indices come from one numpy pass
         (encode_names) instead of a Python list per name: on a GPU the host's work per name sets the rate."""
-        return self.encode_texts([self.as_text(name) for name in names])
+        return self.encode_texts([self.as_text(name, full_names) for name in names])
 
     def encode_texts(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, list[str | None]]:
         """encode_many() of names already as the model reads them (as_text's strings)."""
@@ -214,7 +215,7 @@ class Predictor:
         """predict()'s answers as columns (nameorigin.serving.answers): no Python object per name."""
         options = options_of(options, settings).for_model(self)  # bound options pass as they are
         threshold = options.threshold
-        names = [self.as_text(name) for name in names]  # parts joined: what the answers show
+        names = [self.as_text(name, options.full_names) for name in names]  # parts joined: what the answers show
         tokens, lengths, error_list = self.encode_texts(names)
         errors = np.array([*error_list, None], dtype=object)[:-1]
         answered = np.flatnonzero(np.equal(errors, None))
@@ -262,14 +263,14 @@ class Predictor:
         return kept / kept.sum(-1, keepdim=True).clamp_min(1e-30)
 
     def estimate_prior(self, names: Iterable[str], batch_size: int = BATCH_SIZE, chunk: int = 65536,
-                       counts: Sequence[int] | None = None) -> torch.Tensor:
+                       counts: Sequence[int] | None = None, full_names: bool = False) -> torch.Tensor:
         """The label mix of a stream of names (EM over all of them at once), for callers that then predict it in
         chunks with this fixed prior, as tables do: an estimate per chunk would give each chunk its own mix.
         `counts`: how many rows each name stands for, when each distinct name is scored once."""
         names, parts, weights = iter(names), [], []
         counted = iter(counts) if counts is not None else itertools.repeat(1)
         while block := list(itertools.islice(names, chunk)):
-            tokens, lengths, errors = self.encode_many(block)
+            tokens, lengths, errors = self.encode_many(block, full_names)
             rows = list(itertools.islice(counted, len(block)))
             usable = torch.tensor([row for row, error in enumerate(errors) if error is None], dtype=torch.long)
             if len(usable):
@@ -319,13 +320,3 @@ def resolve_device(device: str) -> str:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise UserError(f"--device {device} but no CUDA device is available: use --device cpu")
     return device
-
-
-def newest_checkpoint(outputs: str | Path = "outputs", name: str = "best.ckpt") -> Path:
-    """The newest run's model: its refit.ckpt (nameorigin.training.refit) when it has one, else its best.ckpt."""
-    found = list(Path(outputs).glob(f"**/checkpoints/{name}"))
-    if not found:
-        raise UserError(f"no {name} under {outputs}/: train first or pass a checkpoint path")
-    newest = max(found, key=lambda p: p.stat().st_mtime)
-    refit = newest.with_name(REFIT_FILE)
-    return refit if name == "best.ckpt" and refit.is_file() else newest

@@ -10,6 +10,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from nameorigin.base.atomic import write_atomically
+from nameorigin.model.artifacts import RESULTS_FILE, STARTING_POINT_KEY
 from nameorigin.training import search, transfer
 from nameorigin.training.card import write_model_card
 from nameorigin.training.card_parts import ensemble_summary
@@ -41,15 +42,18 @@ def write_outputs(cfg: DictConfig, served: list[Served], model: NameClassifier, 
                                                               model.label_report)
     for checkpoint in served:
         checkpoint.write()
+    published = {}
     if cfg.transfer.publish and final:
         transfer.publish(final.path, cfg.transfer.publish)
+        published[STARTING_POINT_KEY] = cfg.transfer.publish
     figures = {k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    write_atomically(output_dir / "results.json", lambda path: path.write_text(  # what benchmarks.record reads
-        json.dumps({"metrics": figures, "model": final.path if final else None, **checks}, indent=1,
+    write_atomically(output_dir / RESULTS_FILE, lambda path: path.write_text(  # what benchmarks.record reads
+        json.dumps({"metrics": figures, "model": final.path if final else None, **published, **checks}, indent=1,
                    default=float)))
 
 
-def report(metrics: dict[str, Any], output_dir: Path, margin: dict | None = None) -> None:
+def report(metrics: dict[str, Any], output_dir: Path, margin: dict | None = None,
+           transfer_note: dict | None = None) -> None:
     """Where things are, printed last so it is the first thing a user sees."""
     shown = {k: v for k, v in metrics.items() if k.startswith(("test/", "val/acc_best")) and "_f1/" not in k
              and not k.endswith(("_marginal", "_mondrian"))}  # each kind of set: in the model card
@@ -63,6 +67,12 @@ def report(metrics: dict[str, Any], output_dir: Path, margin: dict | None = None
         kept = "the model from the surnames starting point" if metrics["transfer/chosen"] else "the plain model"
         lines.append(f"  transfer         validation kept {kept} ({metrics['transfer/val_acc_transferred']:.4f} "
                      f"from the starting point, {metrics['transfer/val_acc_plain']:.4f} plain)")
+    transfer_note = transfer_note or {}
+    if transfer_note.get("differences"):
+        lines.append(f"  candidates       differ in {'; '.join(transfer_note['differences'])}")
+    if transfer_note.get("refused"):
+        lines.append(f"  transfer         the candidate from the starting point was refused, the plain model served: "
+                     f"{transfer_note['refused']}")
     if "ensemble/members" in metrics:
         lines.append(f"  ensemble         {ensemble_summary(metrics)}")
     if time_line(metrics):
