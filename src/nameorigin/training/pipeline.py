@@ -76,12 +76,20 @@ def train(cfg: DictConfig) -> dict[str, float]:
     test the chosen model. Returns the final metrics (callback_metrics as floats)."""
     ensemble.check(cfg)
     transferred_cfg = transfer.candidate_config(cfg)
-    fitted = []
+    fitted, transfer_note = [], {}
     if transferred_cfg is None or cfg.transfer.use != TransferUse.always:
         fitted.append(fit_candidate(cfg))
     if transferred_cfg is not None:
-        fitted.append(fit_candidate(transferred_cfg))
-    run, figures = transfer.choose(fitted) if len(fitted) > 1 else (fitted[0], {})
+        try:
+            fitted.append(fit_candidate(transferred_cfg))
+        except UserError as error:
+            if not fitted:  # transfer.use=always: nothing else to serve
+                raise
+            transfer_note = transfer.refused(fitted[0], error)
+    run, figures = fitted[0], {}
+    if len(fitted) > 1:
+        run, figures, differences = transfer.choose(fitted)
+        transfer_note = {"differences": differences} if differences else {}
     if cfg.ensemble.members > 1:
         run, assembled = ensemble.assemble(run, cfg, fit_candidate)
         figures.update(assembled)
@@ -109,11 +117,11 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if trainer.is_global_zero:
         with clock.stage("writing the outputs"):  # in train.log only: results.json is among them
             write_outputs(cfg, served, model, metrics, run.settings.picks, run.settings.candidates,
-                          {"margin": margin, "gradient_check": run.gradient_check})
+                          {"margin": margin, "gradient_check": run.gradient_check, "transfer": transfer_note or None})
         output_dir = Path(cfg.paths.output_dir)
         report_to_trackers(run.loggers, run.cfg, run.settings.picks, final,
                            [output_dir / "MODEL_CARD.md", output_dir / "label_report.json"])
-        report(metrics, output_dir, margin)  # the results block: the run's last lines
+        report(metrics, output_dir, margin, transfer_note)  # the results block: the run's last lines
     return metrics
 
 

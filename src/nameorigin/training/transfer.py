@@ -159,10 +159,11 @@ def candidate_config(cfg: DictConfig) -> DictConfig | None:
         log.info("transfer: no starting point at %s, so the plain model alone (`make pretrain` builds it once; "
                  "then validation decides per table whether the surnames model helps)", path)
         return None
-    differs = encoder_differences(cfg, str(path))
+    differs = fixed_differences(cfg, str(path))
     if differs and settings.use == TransferUse.auto:
-        log.info("transfer: the starting point's encoder differs from this run's (%s), so the plain model alone "
-                 "(leave those settings to the data to try it)", ", ".join(differs))
+        log.info("transfer: the starting point fixes settings this run sets otherwise (%s), so the plain model "
+                 "alone, no candidate from the starting point (leave those settings to the data to try it)",
+                 ", ".join(differs))
         return None
     cache = settings.known_names_cache
     if cache and not Path(cache).is_dir():
@@ -177,20 +178,30 @@ def candidate_config(cfg: DictConfig) -> DictConfig | None:
     return changed(cfg, values)
 
 
-def encoder_differences(cfg: DictConfig, path: str) -> list[str]:
-    """The encoder settings this run fixed to values other than the starting point's ("model.hidden_size=64
-    (starting point: 256)"); settings left to the data take the starting point's."""
+def fixed_differences(cfg: DictConfig, path: str) -> list[str]:
+    """The settings the starting point fixes that this run sets to other values ("model.hidden_size=64 (starting
+    point: 256)"): its encoder's, and the n-gram order its n-gram head reads (the transferred model keeps that
+    head as features). Settings left to the data take the starting point's."""
     saved = from_plain(ModelConfig, load_checkpoint(path, setting="transfer.starting_point")["hyper_parameters"]
                        ["config"])
-    keys = shape_fields(saved, "encoder")
+    keys = shape_fields(saved, "encoder") + (["ngram_max"] if saved.ngram_buckets else [])
     return [f"model.{key}={cfg.model.get(key)} (starting point: {getattr(saved, key)})" for key in keys
             if cfg.model.get(key) is not None and cfg.model.get(key) != getattr(saved, key)]
 
 
-def choose(fitted: list) -> tuple[Any, dict[str, float]]:
+def setting_differences(plain_run: Any, transferred: Any) -> list[str]:
+    """The settings shaping the weights on which the two candidates differ ("model.ngram_max: 5 plain, 4 from the
+    starting point"), for the results block and the card."""
+    one, other = plain(plain_run.settings.model), plain(transferred.settings.model)
+    return [f"model.{key}: {one[key]} plain, {other[key]} from the starting point"
+            for key in [*shape_fields(plain_run.settings.model, "encoder"), "ngram_buckets", "ngram_max"]
+            if one[key] != other[key]]
+
+
+def choose(fitted: list) -> tuple[Any, dict[str, float], list[str]]:
     """The plain and the transferred candidate (pipeline.Fitted, in that order) -> the one with the higher best
-    validation accuracy (the plain one on a tie), and both candidates' figures for the results and the card. The
-    other's checkpoints are removed, so the run folder holds one model."""
+    validation accuracy (the plain one on a tie), both candidates' figures for the results and the card, and the
+    settings on which they differ. The other's checkpoints are removed, so the run folder holds one model."""
     plain_run, transferred = fitted
     score = {"plain": best_score(plain_run), "transferred": best_score(transferred)}
     chosen = transferred if score["transferred"] > score["plain"] else plain_run
@@ -201,11 +212,22 @@ def choose(fitted: list) -> tuple[Any, dict[str, float]]:
     for run in fitted:
         if run is not chosen:
             shutil.rmtree(Path(run.cfg.paths.output_dir) / "checkpoints", ignore_errors=True)
+    differences = setting_differences(plain_run, transferred)
+    if differences:
+        log.info("transfer: the candidates differ in %s", "; ".join(differences))
     figures = {"transfer/val_acc_plain": score["plain"], "transfer/val_acc_transferred": score["transferred"],
                "transfer/fit_s_plain": plain_run.metrics["time/fit_s"],
                "transfer/fit_s_transferred": transferred.metrics["time/fit_s"],
                "transfer/chosen": float(chosen is transferred)}
-    return chosen, figures
+    return chosen, figures, differences
+
+
+def refused(plain_run: Any, error: UserError) -> dict[str, Any]:
+    """The candidate from the starting point was refused after the plain model had trained: the plain model is
+    served and the run says why (the refused candidate's folder goes)."""
+    log.warning("transfer: the candidate from the starting point was refused (%s): the plain model is served", error)
+    shutil.rmtree(Path(plain_run.cfg.paths.output_dir) / CANDIDATE_FOLDER, ignore_errors=True)
+    return {"refused": str(error)}
 
 
 def best_score(run: Any) -> float:
