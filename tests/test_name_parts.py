@@ -11,6 +11,7 @@ import random
 
 import pytest
 import torch
+from conftest import NAMEORIGIN, last_scalars, run_in_process, stem, train_refused, write_parts_table
 
 from nameorigin.base.errors import UserError
 from nameorigin.base.parts import BOUNDARY, join_parts, parse_full_name, parts_of
@@ -18,18 +19,18 @@ from nameorigin.base.textnorm import variant_key
 from nameorigin.data.corpus import split_by_name
 from nameorigin.model.ngram import ngram_ids
 from nameorigin.serving.predict import Predictor
-from tests.conftest import NAMEORIGIN, last_scalars, run_in_process, stem, train_refused, write_parts_table
 
 
 def test_parts_join_split_and_refuse_the_wrong_count():
     assert join_parts([" Mary  Ann ", "O|Neill"]) == "Mary Ann|O Neill"
     assert join_parts(["", " "]) == "" and join_parts(["", "Madonna"]) == "|Madonna"
     assert parts_of("Ana|Silva", ["given", "family"]) == ["Ana", "Silva"]
-    assert parts_of("Silva, Ana", ["given", "family"]) == ["Ana", "Silva"]
+    assert parts_of("Silva, Ana", ["given", "family"], full_names=True) == ["Ana", "Silva"]
     assert parts_of("Nakamura", None) is None
     for value, expected, message in [(["a", "b"], None, "reads a name as one string"),
                                      (["a", "b", "c"], ["given", "family"], "has 3 parts, but this model reads 2"),
-                                     ("Ana Silva", ["first", "middle", "last"], "is one string")]:
+                                     ("Ana Silva", ["first", "middle", "last"], "is one string"),
+                                     ("Silva", ["given", "family"], "say it is a full name")]:
         with pytest.raises(UserError, match=message):
             parts_of(value, expected)
     parsed = parse_full_name("Dr. María José García López Jr.")
@@ -145,7 +146,7 @@ def test_two_columns_a_full_name_and_family_first_give_the_same_answers(parts_mo
     assert len(kept) >= 50
     forms = [[[row["given"], row["family"]] for row in kept], [f"{row['given']} {row['family']}" for row in kept],
              [f"{row['family']}, {row['given']}" for row in kept]]
-    answers = [predictor.answer(form, top_k=4).top_probability for form in forms]
+    answers = [predictor.answer(form, top_k=4, full_names=True).top_probability for form in forms]
     for other in answers[1:]:
         assert abs(other - answers[0]).max() < 1e-6
     two, one = tmp_path / "two.csv", tmp_path / "one.csv"
@@ -154,7 +155,10 @@ def test_two_columns_a_full_name_and_family_first_give_the_same_answers(parts_mo
     with one.open("w", newline="") as f:
         csv.writer(f).writerows([["full"], *[[f"{row['family']}, {row['given']}"] for row in kept]])
     predict_table(predictor, two, ["given", "family"], tmp_path / "two_out.csv")
-    predict_table(predictor, one, "full", tmp_path / "one_out.csv")
+    with pytest.raises(UserError, match="--column full: this model reads a name as 2 parts .* --full-names"):
+        predict_table(predictor, one, "full", tmp_path / "refused.csv")  # surnames alone would be misread
+    assert not (tmp_path / "refused.csv").exists()
+    predict_table(predictor, one, "full", tmp_path / "one_out.csv", full_names=True)
     read = [list(csv.DictReader((tmp_path / name).open())) for name in ("two_out.csv", "one_out.csv")]
     assert [abs(float(a["pred_probability"]) - float(b["pred_probability"])) < 1e-6
             for a, b in zip(*read, strict=True)] == [True] * len(kept)
@@ -197,6 +201,14 @@ def test_every_entry_point_takes_parts_and_refuses_the_wrong_count(parts_model, 
             refused.stderr
     refused = run_in_process([NAMEORIGIN, "predict", str(parts_model), "a|b|c"], tmp_path)
     assert refused.returncode == 2 and "has 3 parts" in refused.stderr
+    # One column of a two-part model is a column of full names only when the caller says so.
+    for flags, code in [([], 2), (["--full-names"], 0)]:
+        done = run_in_process([NAMEORIGIN, "predict", str(parts_model), "--file", str(subset), "--column", "family",
+                               "--out", str(tmp_path / "family.csv"), *flags], tmp_path)
+        assert done.returncode == code, done.stderr
+        assert code == 0 or (len(done.stderr.splitlines()) == 1 and "--full-names" in done.stderr)
+    refused = run_in_process([NAMEORIGIN, "predict", str(parts_model), "Kambo"], tmp_path)
+    assert refused.returncode == 2 and "'Kambo' is one string" in refused.stderr
 
 
 @pytest.mark.slow
@@ -209,21 +221,25 @@ def test_an_onnx_export_of_a_parts_model_answers_as_its_checkpoint(parts_model, 
     exported = Predictor.load(tmp_path / "model.onnx")
     assert exported.part_names == ["given", "family"]
     names = [["Tamoto", "Bazelli"], "Ravsky Kagh", ["", "Bomoto"]]
-    assert abs(exported.answer(names, top_k=3).top_probability - predictor.answer(names, top_k=3).top_probability
-               ).max() < 1e-5
+    assert abs(exported.answer(names, top_k=3, full_names=True).top_probability
+               - predictor.answer(names, top_k=3, full_names=True).top_probability).max() < 1e-5
 
 
 @pytest.mark.slow
 def test_the_server_takes_parts_and_its_openapi_document_types_them(parts_model):
     pytest.importorskip("litserve")
+    from test_serve import get, post
+
     from benchmarks.serve_load import free_port, start_server, stop_server
-    from tests.test_serve import get, post
 
     port = free_port()
     server = start_server(str(parts_model), port, [])
     try:
         base = f"http://127.0.0.1:{port}"
-        status, answer = post(base, {"names": [["Tamoto", "Bazelli"], "Tamoto Bazelli", "Bazelli, Tamoto"]}, None)
+        status, refused = post(base, {"names": [["Tamoto", "Bazelli"], "Tamoto Bazelli"]}, None)
+        assert status == 422 and "full_names" in refused["detail"]
+        status, answer = post(base, {"names": [["Tamoto", "Bazelli"], "Tamoto Bazelli", "Bazelli, Tamoto"],
+                                     "full_names": True}, None)
         assert status == 200, answer
         first, *others = [a["predictions"][0]["probability"] for a in answer["predictions"]]
         assert all(abs(first - other) < 1e-6 for other in others)

@@ -33,7 +33,7 @@ def test_each_refusal_names_the_option(settings, message):
 
 
 # What a request may set: every prediction option but the command's batching and precision.
-REQUEST_OPTIONS = ("top_k", "coverage", "explain", "abstain", "max_set_size", "prior", "labels")
+REQUEST_OPTIONS = ("top_k", "coverage", "explain", "abstain", "max_set_size", "prior", "labels", "full_names")
 
 
 def test_options_are_frozen():

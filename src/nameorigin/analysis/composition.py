@@ -158,11 +158,12 @@ def estimate(probs: torch.Tensor, counts: torch.Tensor, trained: torch.Tensor, l
     return result
 
 
-def answered(predictor: Predictor, names: list[str], batch_size: int = BATCH_SIZE) -> tuple[torch.Tensor, np.ndarray,
-                                                                                            np.ndarray]:
+def answered(predictor: Predictor, names: list[str], batch_size: int = BATCH_SIZE,
+             full_names: bool = False) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
     """The calibrated probabilities of `names` and which are usable and which abstained (as a table would
-    answer them): probs [n, labels] (zeros where unusable), usable [n], abstained [n]."""
-    tokens, lengths, errors = predictor.encode_many(names)
+    answer them): probs [n, labels] (zeros where unusable), usable [n], abstained [n]. `full_names`: for a model
+    of parts, the names are full names to split (Predictor.as_text)."""
+    tokens, lengths, errors = predictor.encode_many(names, full_names)
     usable = np.array([error is None for error in errors], dtype=bool)
     rows = torch.from_numpy(np.flatnonzero(usable))
     probs = torch.zeros(len(names), len(predictor.labels))
@@ -190,11 +191,11 @@ def reference_from(predictor: Predictor, pairs: list[tuple[str, str]], abstain: 
 
 def composition_of(predictor: Predictor, names: list[str], counts: list[int] | np.ndarray,
                    reference: Reference | None = None, abstain: bool = True,
-                   resampling: Resampling = Resampling()) -> Composition:
+                   resampling: Resampling = Resampling(), full_names: bool = False) -> Composition:
     """The composition of rows given as distinct names with their row counts; `reference`: None leaves the
     adjusted method out."""
     counts = np.asarray(counts, dtype=np.int64)
-    probs, usable, abstained = answered(predictor, names)
+    probs, usable, abstained = answered(predictor, names, full_names=full_names)
     left_out = abstained if abstain else np.zeros_like(abstained)
     keep = usable & ~left_out
     rows = torch.from_numpy(np.flatnonzero(keep))
@@ -224,7 +225,7 @@ def table_composition(predictor: Predictor, source: str, column: str | list[str]
     from nameorigin.base.tables import TableReader
 
     reader = TableReader(source, "--file", delimiter)
-    columns = table_name_columns(reader, column, predictor.part_names)
+    columns = table_name_columns(reader, column, predictor.part_names, options.get("full_names", False))
     cells: Counter = Counter()
     with Progress("rows counted", reader.row_count()) as progress:
         for chunk in reader.chunks(columns):
@@ -265,7 +266,7 @@ def frame_composition(frame, column: str | list[str], predictor: Predictor | str
 
     columns = frame_name_columns(frame, column)
     predictor = Predictor.load(predictor) if not isinstance(predictor, Predictor) else predictor
-    check_columns(predictor.part_names, columns)
+    check_columns(predictor.part_names, columns, options.get("full_names", False))
     if len(columns) > 1:
         cells = Counter(joined_frame_cells(frame, columns))
         return cells_composition(predictor, cells, reference or stored_reference(predictor), **options)

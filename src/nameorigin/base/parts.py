@@ -55,10 +55,12 @@ def parse_full_name(full: str) -> ParsedName:
     return ParsedName(given, parsed.last, not (given and parsed.last), "," in str(full))
 
 
-def parts_of(value: str | Sequence[str], expected: Sequence[str] | None) -> list[str] | None:
+def parts_of(value: str | Sequence[str], expected: Sequence[str] | None,
+             full_names: bool = False) -> list[str] | None:
     """What a caller gave for one name as the model's parts: a list given as parts (its length checked), a string
-    holding the boundary as its parts, or a plain string split by nameparser when the model reads [given, family].
-    None for a model of one string given one string. Refusals name the model's parts."""
+    holding the boundary as its parts, or, when the caller says it is a full name (`full_names`) and the model reads
+    [given, family], a plain string split by nameparser. None for a model of one string given one string.
+    Refusals name the model's parts."""
     if expected is None:
         if isinstance(value, str):
             return None
@@ -67,9 +69,13 @@ def parts_of(value: str | Sequence[str], expected: Sequence[str] | None) -> list
     if isinstance(value, str):
         if BOUNDARY in value:
             value = split_parts(value)
-        elif tuple(expected) == PARSED_PARTS:
+        elif tuple(expected) == PARSED_PARTS and full_names:
             parsed = parse_full_name(value)
             return [parsed.given, parsed.family]
+        elif tuple(expected) == PARSED_PARTS:
+            raise UserError(f"{value!r} is one string, but this model reads a name as 2 parts (given, family): give "
+                            "each part (--column once per part), or say it is a full name (--full-names, "
+                            "full_names=True)")
         else:
             raise UserError(f"{value!r} is one string, but this model reads a name as {len(expected)} parts "
                             f"({', '.join(expected)}): give each part (--column once per part)")

@@ -21,6 +21,8 @@ def composition(checkpoint: Checkpoint, names: Names = None, file: NamesFile = N
                     "table it trained on, whose validation names measure the model's confusion (refused for a "
                     "refit, which trained on them)")] = None,
                 abstain: Annotated[bool, typer.Option(help="leave out the names the model abstains on")] = True,
+                full_names: Annotated[bool, typer.Option(help="a model of given and family names: the names, or "
+                                                         "the one --column, are full names to split")] = False,
                 output_format: Annotated[Literal["text", "json"], typer.Option("--format", help="a table or "
                                                                                "JSON")] = "text",
                 device: Device = "cpu", outputs: Outputs = Path("outputs")) -> int:
@@ -36,9 +38,11 @@ def composition(checkpoint: Checkpoint, names: Names = None, file: NamesFile = N
     predictor = Predictor.load(model_path(checkpoint, outputs), device=device)
     found_reference, measured_on = checkpoint_reference(predictor, str(reference) if reference else None)
     if column:
-        found = table_composition(predictor, file, column, delimiter, found_reference, abstain=abstain)
+        found = table_composition(predictor, file, column, delimiter, found_reference, abstain=abstain,
+                                  full_names=full_names)
     else:
-        found = cells_composition(predictor, Counter(read_names(names, file)), found_reference, abstain=abstain)
+        found = cells_composition(predictor, Counter(read_names(names, file)), found_reference, abstain=abstain,
+                                  full_names=full_names)
     found.reference = measured_on
     print(json.dumps(found.as_dict()) if output_format == "json" else found.table())
     return 0

@@ -81,10 +81,12 @@ class DistinctNames:
         totals = np.bincount(answer_of, weights=np.asarray(counts, dtype=np.float64), minlength=len(entry_of))
         return cls(answer_of, list(entry_of), totals.astype(np.int64))
 
-    def estimate_prior(self, predictor: Predictor, batch_size: int = BATCH_SIZE) -> torch.Tensor:
+    def estimate_prior(self, predictor: Predictor, batch_size: int = BATCH_SIZE,
+                       full_names: bool = False) -> torch.Tensor:
         """The label mix of all the rows: EM over the distinct names, each weighted by its row count."""
         names = [(key, int(count)) for key, count in zip(self.keys, self.counts, strict=True) if isinstance(key, str)]
-        return predictor.estimate_prior([key for key, _ in names], batch_size, counts=[n for _, n in names])
+        return predictor.estimate_prior([key for key, _ in names], batch_size, counts=[n for _, n in names],
+                                        full_names=full_names)
 
 
 def score(predictor: Predictor, keys: Sequence[str | tuple[str]], options: PredictOptions,

@@ -42,8 +42,8 @@ def predict_frame(frame: Any, column: str | list[str], predictor: Predictor | st
         raise UserError(f"predict_frame takes a pandas DataFrame, not {type(frame).__name__}")
     columns = frame_name_columns(frame, column)
     predictor = Predictor.load(predictor) if not isinstance(predictor, Predictor) else predictor
-    check_columns(predictor.part_names, columns)
     options = options_of(options, settings, TABLE_OPTIONS).for_model(predictor)  # a bad option fails first
+    check_columns(predictor.part_names, columns, options.full_names)
     if len(columns) == 1:
         cells = frame[columns[0]].tolist()
         missing = frame[columns[0]].isna().tolist()  # None, NaN, pd.NA and NaT alike, in one vectorized pass
@@ -55,7 +55,7 @@ def predict_frame(frame: Any, column: str | list[str], predictor: Predictor | st
     names = Counter("" if is_blank else str(cell) for cell, is_blank in zip(cells, blank, strict=True))
     groups = DistinctNames.group(list(names), list(names.values()), predictor.normalize, markers=markers)
     if options.estimates_prior:
-        options = replace(options, prior=groups.estimate_prior(predictor, options.batch_size))
+        options = replace(options, prior=groups.estimate_prior(predictor, options.batch_size, options.full_names))
     answers = score(predictor, groups.keys, options)
     shape = predictor.output_options(options)
     entry = dict(zip(names, groups.answer_of.tolist(), strict=True))

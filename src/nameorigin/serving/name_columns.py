@@ -20,10 +20,15 @@ def name_columns(column: str | Sequence[str]) -> list[str]:
     return columns
 
 
-def check_columns(part_names: list[str] | None, columns: Sequence[str]) -> None:
-    """Refuses parts for a model of one string, and a count of columns other than the model's parts (one column of
-    full names is split by nameparser for a model of [given, family], nameorigin.base.parts.parts_of)."""
+def check_columns(part_names: list[str] | None, columns: Sequence[str], full_names: bool = False) -> None:
+    """Refuses parts for a model of one string, and a count of columns other than the model's parts. One column for
+    a model of parts only when the caller says it holds full names (`full_names`: split by nameparser for a model
+    of [given, family], nameorigin.base.parts.parts_of): a column of surnames read as full names answers wrongly."""
     shown = " ".join(f"--column {column}" for column in columns)
+    if part_names is not None and len(columns) == 1 and not full_names:
+        raise UserError(f"{shown}: this model reads a name as {len(part_names)} parts ({', '.join(part_names)}): "
+                        "pass one column per part, in that order, or --full-names (full_names=True) if the column "
+                        "holds full names")
     if part_names is None and len(columns) > 1:
         raise UserError(f"{shown}: this model reads a name as one string: pass the one column of names, or use a "
                         "model trained on parts (data.name_columns)")
@@ -41,10 +46,11 @@ def joined_cells(columns: Sequence[Sequence[Any]]) -> list[Any]:
     return rows
 
 
-def table_name_columns(reader: Any, column: str | Sequence[str], part_names: list[str] | None) -> list[str]:
+def table_name_columns(reader: Any, column: str | Sequence[str], part_names: list[str] | None,
+                       full_names: bool = False) -> list[str]:
     """A table's name columns for a model: checked against its parts, each one a text column of the table."""
     columns = name_columns(column)
-    check_columns(part_names, columns)
+    check_columns(part_names, columns, full_names)
     for name in columns:
         reader.require_text(name, f"--column {name}")
     return columns

@@ -52,6 +52,8 @@ class PredictOptions:
     labels: Sequence[str] | None = option(None, "answer among these labels only (comma-separated on the command "
                                                 "line): the probabilities renormalized over them, for names known "
                                                 "to come from a few of the model's labels")
+    full_names: bool = option(False, "a model of given and family names: each name, or the one column of a table, "
+                                     "is a full name, split into its parts by nameparser")
     batch_size: int = option(BATCH_SIZE, "names per forward pass", request=False)
     precision: str = option("float32", "float32, or bf16: the recurrent products in bfloat16, the state kept in "
                                        "float32 (a .ckpt only; its cost in docs/speed.md)", request=False)
@@ -107,6 +109,8 @@ class PredictOptions:
         if self.precision != "float32" and not predictor.runs_own_loop:
             raise UserError(f"precision {self.precision} runs in the checkpoint's own single-layer loop: score with "
                             "a one-layer .ckpt, or drop precision")
+        if self.full_names and predictor.part_names is None:
+            raise UserError("full_names: this model reads a name as one string, whole names already; drop full_names")
         threshold = None if self.coverage is None else predictor.threshold_for(self.coverage)
         unknown = [label for label in self.labels or () if label not in predictor.labels]
         if unknown:

@@ -57,7 +57,7 @@ class NameScorer:
             torch.set_num_threads(threads)
         self.predictor = load_model(model)
         self.columns = name_columns(column)  # the names' column, or a name's parts' columns, given first
-        check_columns(self.predictor.part_names, self.columns)
+        check_columns(self.predictor.part_names, self.columns, options.full_names)
         # Checked against the model here: a bad option fails when the actor starts, not per batch.
         self.book = AnswerBook(self.predictor, options, typed=True, merge=True)
         self.shape = self.book.shape

@@ -56,11 +56,12 @@ class RequestChecks:
         if len(request.names) > self.max_names:
             raise ValueError(f"names: {len(request.names):,} names, and this server takes at most "
                              f"{self.max_names:,} a request: split the list")
-        for name in request.names:  # parts for a model of one string, or the wrong number of parts: refused
-            self.predictor.as_text(name)
         options = request.options().for_model(self.predictor)
+        for name in request.names:  # parts for a model of one string, or the wrong number of parts: refused
+            self.predictor.as_text(name, options.full_names)
         if options.estimates_prior:
-            check_estimable(sum(error is None for error in self.predictor.encode_many(request.names)[2]))
+            check_estimable(sum(error is None for error in
+                                self.predictor.encode_many(request.names, options.full_names)[2]))
 
 
 # A request names its prior, or gives label -> share; a file path is the command line's alone (a server reads no

@@ -200,16 +200,16 @@ def predict_table(predictor: Predictor, source: str | Path, column: str | list[s
     on its own: the slow reference the grouping is checked against. Several columns: a name's parts, given first
     (a model trained on parts)."""
     reader = TableReader(source, "--file", delimiter)
-    columns = table_name_columns(reader, column, predictor.part_names)
-    out_format = output_format(out, source) if isinstance(out, str | Path) else FORMATS["delimited"]
     options = options_of(options, settings, TABLE_OPTIONS).for_model(predictor)  # fails before any output
+    columns = table_name_columns(reader, column, predictor.part_names, options.full_names)
+    out_format = output_format(out, source) if isinstance(out, str | Path) else FORMATS["delimited"]
     estimated = None
     if options.estimates_prior:  # one mix, from every row
         counted: Counter = Counter()
         for chunk in reader.chunks(columns):
             counted.update(cells_of(chunk, columns))
         groups = DistinctNames.group(list(counted), list(counted.values()), predictor.normalize)
-        estimated = groups.estimate_prior(predictor, options.batch_size)
+        estimated = groups.estimate_prior(predictor, options.batch_size, options.full_names)
         options = replace(options, prior=estimated)
     book = AnswerBook(predictor, options, out_format.typed, distinct)
     shape = book.shape
