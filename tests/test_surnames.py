@@ -430,3 +430,79 @@ def test_transfer_use_always_refuses_a_missing_starting_point_and_auto_skips_ano
     assert "model.hidden_size=24 (starting point: 32)" in (run / "train.log").read_text()
     assert not (run / "transfer").exists()
     assert "transfer/val_acc_plain" not in json.loads((run / "results.json").read_text())["metrics"]
+
+
+def readme_setup_targets() -> list[str]:
+    """The `make` targets of the README's set-up block, in its order."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Set up and run\n+```bash\n(.*?)```", readme, re.S).group(1)
+    return re.findall(r"^make (\w+)", block, re.M)
+
+
+def make_overrides(target: str) -> list[str]:
+    """What `make <target>` passes to train.py, from the Makefile's recipe."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    recipe = re.search(rf"^{target}:.*\n\t(.*)$", makefile, re.M).group(1)
+    return recipe.split("train.py", 1)[1].replace("$(ARGS)", "").split()
+
+
+@pytest.mark.slow
+def test_the_readme_setup_order_then_its_predict_line_answer_languages_with_a_set(tiny_surnames, tmp_path):
+    """A newcomer's first hour on tiny data: the README's set-up `make` lines in its order (each the train.py
+    command its Makefile recipe runs), a pretraining after them too, then the README's `nameorigin predict latest`
+    line. `latest` is the language model, never the pretraining's country model, and so is the dashboard's run."""
+    from nameorigin.serving import runs
+
+    cache, corpus = tiny_surnames
+    targets = readme_setup_targets()
+    assert targets.index("pretrain") < targets.index("train") and "test" in targets
+    tiny = {"pretrain": [*PRETRAIN[1:], f"data.cache={cache}"],
+            "train": [f"data.root={corpus}", *TINY, f"transfer.known_names_cache={cache}"]}
+    for target in [*(target for target in targets if target != "test"), "pretrain"]:  # the suite is this test
+        done = train(tmp_path, *make_overrides(target), *tiny[target])
+        assert done.returncode == 0, done.stderr[-3000:]
+    language_run = next(run for run in run_dirs(tmp_path) if "transfer/chosen" in
+                        json.loads((run / "results.json").read_text())["metrics"])
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    line = re.search(r"^nameorigin predict latest [^#\n]*", readme, re.M).group(0).split()
+    answered = run_in_process([NAMEORIGIN, *line[1:]], tmp_path)
+    assert answered.returncode == 0, answered.stderr
+    assert re.search(r"^  (Japanese|Russian|Irish|Italian) +\d", answered.stdout, re.M), answered.stdout
+    assert answered.stdout.count("  set: ") == 2
+    assert runs.newest_run(tmp_path / "outputs") == language_run
+    assert runs.newest_checkpoint(tmp_path / "outputs").is_relative_to(language_run)
+
+
+@pytest.mark.slow
+def test_a_head_setting_the_starting_point_fixes_is_compared_before_anything_trains(pretrained, tiny_surnames,
+                                                                                    tmp_path):
+    cache, corpus = tiny_surnames
+    result = train(tmp_path, f"data.root={corpus}", *TINY, "model.ngram_max=5", "trainer.max_epochs=1",
+                   "refit.enabled=false", f"transfer.starting_point={pretrained}",
+                   f"transfer.known_names_cache={cache}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path)
+    log = (run / "train.log").read_text()
+    said = log.index("model.ngram_max=5 (starting point: 4)")
+    assert said < log.index("epoch 0 trained") and "no candidate from the starting point" in log
+    assert (run / "checkpoints" / "best.ckpt").is_file() and not (run / "transfer").exists()
+
+
+@pytest.mark.slow
+def test_a_candidate_refused_after_the_plain_model_trained_leaves_the_plain_model_served(tiny_surnames, tmp_path):
+    """A starting point trained on this corpus with another split is refused once the plain model has trained:
+    the run keeps that model, serves it and says why."""
+    _, corpus = tiny_surnames
+    (tmp_path / "other").mkdir(), (tmp_path / "run").mkdir()
+    other = train(tmp_path / "other", f"data.root={corpus}", *TINY, "data.split_seed=1", "transfer.use=never",
+                  "trainer.max_epochs=1", "refit.enabled=false", "margin.enabled=false", "test=false")
+    assert other.returncode == 0, other.stderr[-3000:]
+    (other_run,) = run_dirs(tmp_path / "other")
+    result = train(tmp_path / "run", f"data.root={corpus}", *TINY, "trainer.max_epochs=1", "refit.enabled=false",
+                   f"transfer.starting_point={other_run / 'checkpoints' / 'best.ckpt'}",
+                   "transfer.known_names_cache=null")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "run")
+    assert "the candidate from the starting point was refused" in result.stdout
+    assert "with another split" in json.loads((run / "results.json").read_text())["transfer"]["refused"]
+    assert (run / "checkpoints" / "best.ckpt").is_file() and not (run / "transfer").exists()
