@@ -92,3 +92,30 @@ def test_make_lints_clone_check_finds_none_in_src_and_finds_a_planted_copy(tmp_p
     for module in ("first", "second"):
         (tmp_path / f"{module}.py").write_text(f"def {module}(name):\n    total = 0\n{logic}\n    return total\n")
     assert "R0801" in duplicates(tmp_path)
+
+
+# An assert that compares a clock's reading, a duration or a rate with a bound other than 0: it passes or fails with
+# the machine's load. Speed is measured by benchmarks, side by side; a timeout that only bounds a hang is no assert.
+TIMED = re.compile(r"^\s*assert\b.*(?:monotonic\(\)|perf_counter\(\)|\belapsed\b|\w*seconds\b|\w+_s\b|\w+_s\"\]|"
+                   r"per_s\b|per_s\"\])[^\n]*?[<>]=?\s*(?!0\b)[\d(].*$", re.M)
+TEST_HELPERS = re.compile(r"^\s*(?:from|import) tests\b.*$", re.M)
+
+
+def timed_asserts_and_second_imports(tests: Path) -> list[str]:
+    """Asserts on elapsed time or a rate, and imports of the test helpers as `tests.<module>` (they are imported as
+    `conftest` and `<module>`, the one way pytest's rootdir import puts them on the path)."""
+    found = []
+    for path in sorted(tests.glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        found += [f"{path.name}: {m.group(0).strip()}" for pattern in (TIMED, TEST_HELPERS)
+                  for m in pattern.finditer(text)]
+    return found
+
+
+def test_no_test_asserts_on_elapsed_time_and_the_helpers_are_imported_one_way(tmp_path):
+    assert timed_asserts_and_second_imports(ROOT / "tests") == []
+    (tmp_path / "test_planted.py").write_text("from tests.conftest import ROOT\nassert elapsed < 10\n"
+                                              "assert report['names_per_s'] > 40\nassert seconds > 0\n")
+    assert timed_asserts_and_second_imports(tmp_path) == [
+        "test_planted.py: assert elapsed < 10", "test_planted.py: assert report['names_per_s'] > 40",
+        "test_planted.py: from tests.conftest import ROOT"]

@@ -7,8 +7,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import TINY, train, write_corpus
-from order_recorder import dataset_rows, read_epochs
+from order_recorder import dataset_rows, read_epochs, row_keys
 
 from nameorigin.data.batching import BucketBatchSampler, EpochOrder, OneLengthBatchSampler
 from nameorigin.data.names import NamesDataModule
@@ -23,6 +24,20 @@ def recorded_run(cwd: Path, corpus: Path, *overrides: str) -> list[list[list[str
     result = train(cwd, f"data.root={corpus}", *ORDER_RUN, f"+callbacks.order.folder={cwd / 'order'}", *overrides)
     assert result.returncode == 0, result.stderr[-2000:]
     return read_epochs(cwd / "order")
+
+
+def drawn_epochs(corpus: Path, split_seed: int, order_seed: int, epochs: int) -> list[list[list[str]]]:
+    """The batches a training loader over `corpus` split by `split_seed` draws in each epoch with `order_seed`, keyed
+    as the recorder keys them."""
+    datamodule = NamesDataModule(root=str(corpus), batch_size=16, split_seed=split_seed, order_seed=order_seed)
+    datamodule.setup("fit")
+    loader, dataset = datamodule.train_dataloader(), datamodule.datasets["train"]
+    drawn = []
+    for epoch in range(epochs):
+        loader.batch_sampler.sampler.set_epoch(epoch)
+        drawn.append([row_keys(dataset.tokens[rows], dataset.lengths[rows], dataset.targets[rows])
+                      for rows in (torch.tensor(batch) for batch in loader.batch_sampler)])
+    return drawn
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +70,11 @@ def test_the_training_seed_drives_the_order_and_the_split_seed_does_not(two_runs
     reseeded = recorded_run(root / "seed1", corpus, "seed=1")
     assert Counter(row for batch in reseeded[0] for row in batch) == training_rows
     assert all(reseeded[epoch] != first[epoch] for epoch in range(3))
-    resplit = recorded_run(root / "split1", corpus, "data.split_seed=1")  # another split: other rows, same draws
-    assert resplit[0] != first[0]
+    # Another split: other rows, drawn by the same (training seed, epoch) streams. What the loaders of split 1 draw
+    # with order seed 0 (the run's seed) is what the run read; with order seed 1 (the split's seed) it is not.
+    resplit = recorded_run(root / "split1", corpus, "data.split_seed=1")
+    drawn = {seed: drawn_epochs(corpus, split_seed=1, order_seed=seed, epochs=3) for seed in (0, 1)}
+    assert resplit == drawn[0] and resplit != drawn[1]
 
 
 def test_runs_without_a_test_are_compared_on_validation(two_runs):

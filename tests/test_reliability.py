@@ -98,16 +98,15 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(reference, t
 
 @pytest.mark.slow
 def test_sigterm_mid_epoch_saves_the_step_and_the_resumed_run_equals_an_uninterrupted_one(reference, tmp_path):
-    """The run answers SIGTERM with last.ckpt at the batch in flight, one line and exit 143 within 10 s;
+    """The run answers SIGTERM with last.ckpt at the batch in flight, one line and exit 143;
     ckpt_path=last resumes at the next batch, and the finished run's weights equal an uninterrupted run's
     exactly (the same order of batches, the same dropout masks, the same optimizer and schedule state). Stopped in
     the third epoch, whose order differs from the first's, so a resume that replayed epoch 0's order would fail."""
     corpus, reference_dir, reference, stopped_dir, victim = run_into_epoch(reference, tmp_path, "stopped", 0.2,
                                                                            epoch=2)
-    sent = time.monotonic()
     victim.send_signal(signal.SIGTERM)
-    _, stderr = victim.communicate(timeout=60)
-    assert victim.returncode == 128 + signal.SIGTERM and time.monotonic() - sent < 10
+    _, stderr = victim.communicate(timeout=120)  # bounds a hang only
+    assert victim.returncode == 128 + signal.SIGTERM
     said = [line for line in stderr.splitlines() if line.startswith("stopped by SIGTERM")]
     assert len(said) == 1 and "resume with ckpt_path=last" in said[0] and "Traceback" not in stderr, stderr[-2000:]
     saved = torch.load(run_dirs(stopped_dir)[-1] / "checkpoints" / "last.ckpt", weights_only=True)

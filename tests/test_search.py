@@ -41,7 +41,7 @@ def test_the_search_finds_a_planted_better_setting_within_its_budget(tmp_path):
     fast = max(c["val_acc"] for c in candidates if c["settings"]["model.optimizer.lr"] == 1e-2)
     assert fast > slow + 0.2
     assert checkpoint["hyper_parameters"]["config"]["optimizer"]["lr"] == 1e-2  # the run trained with the pick
-    assert sum(c["seconds"] for c in candidates) <= 60 + 15  # the budget, and one epoch past it at most
+    assert len(candidates) <= 4  # search.max_trials
     log = (run / "train.log").read_text()
     assert log.count("search: candidate ") == len(candidates) and "search: picked candidate" in log
     card = (run / "MODEL_CARD.md").read_text()
