@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.defaults import check
 from nameorigin.training.margin import BASELINE_NAMES
 from nameorigin.training.timing import fit_seconds, step_seconds
 
@@ -21,7 +22,8 @@ RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 
 
 def result(name: str) -> dict:
-    return json.loads((RESULTS / f"{name}.json").read_text())["figures"]
+    """A result file's figures, refused once the defaults it was recorded under have changed (benchmarks.defaults)."""
+    return recorded(name)["figures"]
 
 
 def points(value: float) -> str:
@@ -151,8 +153,11 @@ def ray() -> str:
 
 
 def recorded(name: str) -> dict:
-    """A whole result file: its command, commit, machine, date and seconds beside the figures."""
-    return json.loads((RESULTS / f"{name}.json").read_text())
+    """A whole result file: its command, commit, machine, date and seconds beside the figures; refused once the
+    defaults it was recorded under have changed (benchmarks.defaults)."""
+    found = json.loads((RESULTS / f"{name}.json").read_text())
+    check(name, found, RESULTS.parent.parent / "conf")
+    return found
 
 
 def finetune() -> str:

@@ -2,7 +2,7 @@
 machine and the date in docs/results/<name>.json. The docs' tables and sentences are generated from these files
 (cog; `make lint` checks they are current), so each figure is typed once, by the command that measured it.
 
-  python -m benchmarks.record default_run -- python train.py callbacks.progress_bar=null
+  python -m benchmarks.record default_run --defaults -- python train.py callbacks.progress_bar=null
   python -m benchmarks.record audit_table_corpus -- python -m benchmarks.audit_check --seed 1 2 --json
   python -m benchmarks.record nana -- nameorigin nana-table --fetch --then python train.py experiment=nana
   python -m benchmarks.record nana_baseline --keep accuracy,macro_f1,precision_at,ece,set_coverage,baseline \
@@ -10,7 +10,8 @@ machine and the date in docs/results/<name>.json. The docs' tables and sentences
 
 A training command's figures are its run folder's results.json; any other command's are the JSON it prints.
 `--then` chains commands (a table built, then a run on it): each runs once the one before succeeded, and the
-figures are the last one's. The seconds are the whole chain's.
+figures are the last one's. The seconds are the whole chain's. `--defaults`: the figures are the default model's,
+so the default settings are kept with them and the docs fail once one of them changes (benchmarks.defaults).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benchmarks.defaults import current
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 
@@ -87,8 +90,9 @@ def kept(figures: object, keys: list[str]) -> object:
     return {key: figures[key] for key in keys}
 
 
-def record(name: str, command: list[str], keep: list[str] | None = None) -> Path:
+def record(name: str, command: list[str], keep: list[str] | None = None, defaults: bool = False) -> Path:
     measured_at = commit()  # before the run: what the command ran, not what changed while it did
+    settings = current() if defaults else None  # benchmarks.defaults: composed before the run, as it ran
     start = time.perf_counter()
     for step in steps_of(command):
         done = subprocess.run(step, capture_output=True, text=True, check=False)
@@ -101,6 +105,8 @@ def record(name: str, command: list[str], keep: list[str] | None = None) -> Path
               "seconds": round(seconds, 1), "figures": kept(figures_of(done.stdout), keep or [])}
     if keep:
         result["kept"] = keep
+    if settings is not None:
+        result["defaults"] = settings
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
     return path
@@ -111,12 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", help="the result file's name, docs/results/<name>.json")
     parser.add_argument("--keep", default="", help="comma-separated top-level figures to keep of the JSON the "
                         "command prints (default: all)")
+    parser.add_argument("--defaults", action="store_true", help="the output is the default model's: keep today's "
+                        "default settings with it, so the docs fail once one of them changes (benchmarks.defaults)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the measuring command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not all(steps_of(command)) or not re.fullmatch(r"[a-z0-9_]+", args.name):
         parser.error("give a name of lower-case letters, digits and _, then -- and the command")
-    print(record(args.name, command, [key for key in args.keep.split(",") if key]))
+    print(record(args.name, command, [key for key in args.keep.split(",") if key], args.defaults))
     return 0
 
 
