@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.perf_counter() - started
         suspects = sum(1 for _ in out.open(encoding="utf-8")) - 1
     print(json.dumps({"exit": code, "seconds": seconds, "peak_rss_gb": peak_rss_gb(), "suspects": suspects,
-                      "said": said.getvalue().strip()}, indent=1))
+                      "said": said.getvalue().strip().replace(str(out), out.name)}, indent=1))
     return code
 
 
