@@ -264,31 +264,6 @@ def nana_at_k() -> str:
     return "\n".join(rows) + "\n\n" + nana_margins()
 
 
-def nana_bars() -> str:
-    run, later = result("nana"), result("nana_baseline")["baseline"]
-    metrics, margin = run["metrics"], run["margin"]
-    p1, p5 = (100 * margin["model_precision_at"][k] for k in ("1", "5"))
-    lead, low = 100 * margin["margin"], 100 * margin["interval"][0]
-    ece, coverage = metrics["test/ece"], 100 * metrics["test/coverage_90"]
-
-    def met(ok: bool) -> str:
-        return "met" if ok else "**missed**"
-
-    rows = ["| bar | measured | |", "|---|---|---|",
-            f"| test P@1 ≥ 58.0 % (≥ 60.0 % for the transfer issue) | {p1:.2f} % | {met(p1 >= 58)} "
-            f"({met(p1 >= 60)}) |",
-            f"| test P@5 ≥ 89.0 % (≥ 90.0 % for the transfer issue) | {p5:.2f} % | {met(p5 >= 89)} "
-            f"({met(p5 >= 90)}) |",
-            f"| lead over the n-gram baseline ≥ 2.0 points of P@1, interval above 0: the {BASELINES[margin['kind']]}"
-            f" | {points(lead)} {interval([100 * x for x in margin['interval']])} | {met(lead >= 2 and low > 0)} |",
-            f"| the same bar against the {BASELINES[later['kind']]} | {points(100 * later['margin'])} "
-            f"{interval([100 * x for x in later['interval']])} | "
-            f"{met(100 * later['margin'] >= 2 and later['interval'][0] > 0)} |",
-            f"| test ECE ≤ 0.03 | {ece:.4f} | {met(ece <= 0.03)} |",
-            f"| 90 % sets cover 88–92 % of test pairs | {coverage:.2f} % | {met(88 <= coverage <= 92)} |"]
-    return "\n".join(rows) + "\n"
-
-
 def score_scale() -> str:
     found = result("score_scale")["results"]
     rows = ["| 10 million rows | seconds | rows/s | peak RSS |", "|---|---:|---:|---:|"]
@@ -531,7 +506,7 @@ def name_parts() -> str:
 
 BLOCKS: dict[str, Callable[[], str]] = {
     "default_run": default_run, "headline": headline, "nine_runs": nine_runs, "seeds": seeds,
-    "finetune": finetune, "gender": gender, "nana": nana, "nana_at_k": nana_at_k, "nana_bars": nana_bars,
+    "finetune": finetune, "gender": gender, "nana": nana, "nana_at_k": nana_at_k,
     "nana_run": nana_run,
     "score_scale": score_scale, "composition": composition, "gradient_check": gradient_check,
     "set_kinds": set_kinds, "h200": h200, "serve_load": serve_load, "ray": ray, "pretrain": pretrain,

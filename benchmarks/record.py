@@ -119,9 +119,12 @@ def main(argv: list[str] | None = None) -> int:
                         "command prints (default: all)")
     parser.add_argument("--defaults", action="store_true", help="the output is the default model's: keep today's "
                         "default settings with it, so the docs fail once one of them changes (benchmarks.defaults)")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the measuring command")
-    args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    parser.add_argument("command", nargs="*", help="-- then the measuring command")
+    argv = sys.argv[1:] if argv is None else argv
+    # Everything after the first -- is the command, flags and all; the recorder's own flags come before it.
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
+    command = [*args.command, *argv[split + 1:]]
     if not all(steps_of(command)) or not re.fullmatch(r"[a-z0-9_]+", args.name):
         parser.error("give a name of lower-case letters, digits and _, then -- and the command")
     print(record(args.name, command, [key for key in args.keep.split(",") if key], args.defaults))
