@@ -59,7 +59,7 @@ def headline() -> str:
     seeds, plain = result("seeds"), result("seeds_plain")["mean"]
     mean, kept = seeds["mean"], sum(run.get("transferred", False) for run in seeds["splits"])
     return ("| model | test accuracy | test macro-F1 |\n|---|---|---|\n"
-            f"| n-gram logistic regression, refitted on train + validation | {mean['baseline_acc']:.4f} | "
+            f"| n-gram LR, refitted on train + validation | {mean['baseline_acc']:.4f} | "
             f"{mean['baseline_macro_f1']:.4f} |\n"
             f"| nameorigin without a starting point (GRU + n-gram head, mixed with its linear part; refitted) | "
             f"{plain['test_acc']:.4f} | {plain['test_macro_f1']:.4f} |\n"
@@ -160,17 +160,8 @@ def recorded(name: str) -> dict:
     return found
 
 
-def finetune() -> str:
-    found = result("finetune")
-    country, splits, mean = found["country_model"], found["splits"], found["mean"]
-    per = " / ".join(f"{s['test_acc']:.4f}" for s in splits)
-    return (f"The country model: test top-1 {country['top1']:.4f}, top-5 {country['top5']:.4f} (the hashed n-gram "
-            f"reference: {country['baseline_top1']:.4f}, {country['baseline_top5']:.4f}). Fine-tuned on split seeds "
-            f"0 / 1 / 2: test accuracy {per}, **mean {mean['test_acc']:.4f}, macro-F1 {mean['test_macro_f1']:.4f}**.\n")
-
-
-# What a result file's margin.kind names: "sgd" is the scikit-learn SGD model older records were measured against.
-BASELINES = {"lr": "n-gram logistic regression", "ngram": "hashed n-gram linear model", "sgd": "hashed n-gram SGD"}
+# One name for each baseline, as the run's margin names it; "sgd": the margin step's model when NaNa was recorded.
+BASELINES = {**BASELINE_NAMES, "sgd": "hashed n-gram SGD"}
 
 
 def gender() -> str:
@@ -506,7 +497,7 @@ def name_parts() -> str:
 
 BLOCKS: dict[str, Callable[[], str]] = {
     "default_run": default_run, "headline": headline, "nine_runs": nine_runs, "seeds": seeds,
-    "finetune": finetune, "gender": gender, "nana": nana, "nana_at_k": nana_at_k,
+    "gender": gender, "nana": nana, "nana_at_k": nana_at_k,
     "nana_run": nana_run,
     "score_scale": score_scale, "composition": composition, "gradient_check": gradient_check,
     "set_kinds": set_kinds, "h200": h200, "serve_load": serve_load, "ray": ray, "pretrain": pretrain,

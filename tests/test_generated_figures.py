@@ -79,7 +79,7 @@ def test_a_run_writes_the_figures_it_prints_and_the_recorder_reads_them(trained,
     assert figures_of(result.stdout + "[2026-12-04][timing][INFO] - writing the outputs took 0.1 s\n") == published
 
 
-NOT_RERUN = {"h200", "finetune"}
+NOT_RERUN = {"h200"}
 
 
 def test_every_result_file_was_written_by_its_command():

@@ -24,7 +24,7 @@ def compare_with_baseline(predictor: Predictor, root: str | Path, batch_size: in
     """The checkpoint and the n-gram baseline on the checkpoint's test split, name by name (`ours`: the
     checkpoint's evaluate() result on root, when already computed): nameorigin.training.margin's comparison, as the
     run's margin states it. kind: "lr", TF-IDF + logistic regression with C chosen on validation; "ngram", the
-    project's own hashed n-gram linear model (the model's linear part fitted alone), for tables too large for the
+    project's own hashed n-gram softmax (the model's linear part fitted alone), for tables too large for the
     LR's grid."""
     splits = checkpoint_splits(predictor, root)
     ours = ours or evaluate(predictor, root, batch_size)

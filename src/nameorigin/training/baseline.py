@@ -127,7 +127,7 @@ def fit_share_baseline(names: dict[str, list[str]], targets: dict[str, np.ndarra
                        hashed: bool, refit: bool = False) -> dict:
     """The n-gram baseline fitted to what a share or weighted table's run fits: each name's label shares as targets,
     weighted by its weight (targets: [names, labels] shares, one-hot without share columns; weights: ones without a
-    weight column). The TF-IDF LR (C) or, for large tables, the project's hashed n-gram linear model (its penalty),
+    weight column). The TF-IDF LR (C) or, for large tables, the project's hashed n-gram softmax (its penalty),
     the setting picked on validation by person-weighted accuracy; refit: then fitted again on train + val. Returns
     the test names' label probabilities."""
     if hashed:
