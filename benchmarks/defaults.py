@@ -10,6 +10,7 @@ again. Only settings both sides have are compared, so a setting added later leav
 from __future__ import annotations
 
 import functools
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,15 @@ def flattened(values: dict, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-@functools.cache
 def current(conf: Path = ROOT / "conf") -> dict[str, dict[str, Any]]:
     """Today's composed settings of each run in RUNS, from `conf` (Hydra's own section left out)."""
+    text = "\0".join(f"{path}\0{path.read_text(encoding='utf-8')}" for path in sorted(conf.rglob("*.yaml")))
+    return composed(conf, hashlib.sha256(text.encode()).hexdigest())
+
+
+@functools.cache
+def composed(conf: Path, digest: str) -> dict[str, dict[str, Any]]:
+    """current() for one state of conf/ (`digest`: its files' text), composed once per process."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -45,8 +52,7 @@ def current(conf: Path = ROOT / "conf") -> dict[str, dict[str, Any]]:
     settings = {}
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
         for run, overrides in RUNS.items():
-            values = OmegaConf.to_container(compose("train", overrides=overrides), resolve=False)
-            settings[run] = flattened(values)
+            settings[run] = flattened(OmegaConf.to_container(compose("train", overrides=overrides), resolve=False))
     return settings
 
 

@@ -100,3 +100,29 @@ def test_every_result_file_was_written_by_its_command():
         assert found["source"] == "written by benchmarks.record from the command's output", path.name
         assert found["seconds"] > 0 and not found["commit"].endswith("+changes"), path.name
     assert steps_of(["a", "x", "--then", "b"]) == [["a", "x"], ["b"]]
+
+
+def test_an_output_of_the_default_model_goes_stale_when_a_default_it_depends_on_changes(tmp_path, monkeypatch):
+    """A result recorded with --defaults fails `cog --check` once a default of the run or of the pretraining
+    changes (transfer.pretrained_lr_scale, conf/transfer/default.yaml), and stays current for a setting added
+    after it was recorded."""
+    from benchmarks import defaults
+
+    copy = copy_of_the_docs(tmp_path)
+    shutil.copytree(ROOT / "conf", copy / "conf")
+    monkeypatch.syspath_prepend(str(copy))
+    for module in [name for name in list(__import__("sys").modules) if name.startswith("benchmarks")]:
+        monkeypatch.delitem(__import__("sys").modules, module)
+    stale = [path.stem for path in (copy / "docs" / "results").glob("*.json") if "defaults" in json.loads(
+        path.read_text())]
+    assert {"default_run", "predict_example", "explain_example", "composition"} <= set(stale)
+    assert cog(copy, "--check") == 0
+    transfer = copy / "conf" / "transfer" / "default.yaml"
+    transfer.write_text(transfer.read_text() + "pretrained_lr_scale: 0.5\n")
+    assert cog(copy, "--check") != 0
+    recorded = json.loads((copy / "docs" / "results" / "predict_example.json").read_text())
+    with pytest.raises(defaults.StaleResult, match=r"transfer.pretrained_lr_scale 0.3 -> 0.5.*record it again"):
+        defaults.check("predict_example", recorded, copy / "conf")
+    for settings in recorded["defaults"].values():  # as if recorded before the setting existed
+        settings.pop("transfer.pretrained_lr_scale")
+    defaults.check("predict_example", recorded, copy / "conf")
