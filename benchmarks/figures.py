@@ -114,7 +114,8 @@ def set_kinds() -> str:
 def h200() -> str:
     found = recorded("h200")
     f = found["figures"]
-    return (f"On {found['machine']} ({found['date']}; the commit is in docs/results/h200.json): the default run in "
+    return (f"On {found['machine']} ({found['date']}, before the GPU fast path; the commit is in "
+            f"docs/results/h200.json): the default run in "
             f"{f['default_run_seconds']:.0f} s, test accuracy {f['default_run_test_acc']:.4f}, macro-F1 "
             f"{f['default_run_test_macro_f1']:.4f}; the surnames pretraining at {f['pretraining_epoch_seconds']} s an "
             f"epoch, {f['pretraining_speedup_over_2_cpu_cores']} times the 2-core CPU.\n")
@@ -264,7 +265,7 @@ def score_scale() -> str:
             r = found[key]
             rows.append(f"| {label} | {r['seconds']:.1f} | {r['rows'] / r['seconds']:,.0f} | "
                         f"{r['peak_rss_gb']:.2f} GB |")
-    return "\n".join(rows) + "\n"
+    return "\n".join(rows) + f"\n\nOn {recorded('score_scale')['machine']}.\n"
 
 
 def composition() -> str:

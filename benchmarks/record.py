@@ -33,8 +33,22 @@ from benchmarks.defaults import current
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 
 
+def cpu() -> str:
+    """The CPU's model and whether it multiplies bfloat16 natively (AMX, AVX512-BF16), from /proc/cpuinfo."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or "CPU"
+    model = re.search(r"^model name\s*:\s*(.+)$", info, re.M)
+    listed = re.search(r"^flags\s*:\s*(.+)$", info, re.M)
+    flags = set(listed.group(1).split()) if listed else set()
+    native = [name for flag, name in (("amx_bf16", "AMX"), ("avx512_bf16", "AVX512-BF16")) if flag in flags]
+    return f"{model.group(1).strip() if model else 'CPU'} ({', '.join(native) or 'no native bfloat16'})"
+
+
 def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}, Python {platform.python_version()}"
+    return (f"{platform.machine()}, {os.cpu_count()} CPUs, {cpu()}, {platform.system()}, "
+            f"Python {platform.python_version()}")
 
 
 def commit() -> str:

@@ -60,11 +60,21 @@ def broken_links(root: Path) -> list[str]:
 
 
 def machine_paths(root: Path) -> list[str]:
-    files = [*pages(root), *sorted((root / "conf").rglob("*.yaml")), *sorted((root / "src").rglob("*.py")),
-             root / "train.py", *sorted((root / "scripts").glob("*.py"))]
+    """In the docs, the result files they are generated from, the configs and the code."""
+    files = [*pages(root), *sorted((root / "docs" / "results").glob("*.json")),
+             *sorted((root / "conf").rglob("*.yaml")), *sorted((root / "src").rglob("*.py")), root / "train.py",
+             *sorted((root / "scripts").glob("*.py"))]
     return [f"{path.relative_to(root)}:{number}: {line.strip()}" for path in files
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
             if MACHINE_PATH.search(line)]
+
+
+MAX_WORDS = 16_000  # the README and docs/ together: a front page and a reference, not a lab notebook
+
+
+def words(root: Path) -> int:
+    """Words in the README and docs/, counted as `wc -w` counts them."""
+    return sum(len(page.read_text(encoding="utf-8").split()) for page in pages(root))
 
 
 def subcommands(root: Path) -> list[str]:
@@ -158,6 +168,10 @@ def test_no_path_outside_the_repository_no_commit_hash_no_history():
     assert outside_paths(ROOT) == [] and commit_hashes(ROOT) == [] and history_words(ROOT) == []
 
 
+def test_the_docs_stay_within_their_word_budget():
+    assert words(ROOT) <= MAX_WORDS
+
+
 def test_every_module_is_in_the_module_table():
     assert unlisted_modules(ROOT) == []
 
@@ -183,9 +197,16 @@ def test_each_check_finds_the_fault_in_a_broken_copy(tmp_path):
     speed = copy / "docs" / "speed.md"
     speed.write_text(speed.read_text(encoding="utf-8") + "\nRun `/home/someone/bench.py` first.\n", encoding="utf-8")
     last = len(speed.read_text(encoding="utf-8").splitlines())
+    result = copy / "docs" / "results" / "pretrain.json"
+    result.write_text(result.read_text(encoding="utf-8").replace('"command": "', '"command": "cd /tmp/x; ', 1))
+    line, text = next((number, text.strip()) for number, text in enumerate(result.read_text().splitlines(), start=1)
+                      if "/tmp/x" in text)
+    (copy / "docs" / "long.md").write_text("word " * (MAX_WORDS - words(copy) + 1), encoding="utf-8")
+    assert words(copy) == MAX_WORDS + 1
     assert broken_links(copy) == ["README.md: docs/no-such-page.md (no such file)",
                                   "README.md: docs/serving.md#no-such-section (no such heading)"]
-    assert machine_paths(copy) == [f"docs/speed.md:{last}: Run `/home/someone/bench.py` first."]
+    assert machine_paths(copy) == [f"docs/speed.md:{last}: Run `/home/someone/bench.py` first.",
+                                   f"docs/results/pretrain.json:{line}: {text}"]
     assert unexplained_commands(copy) == ["export"]
     assert outside_paths(copy) == commit_hashes(copy) == history_words(copy) == broken_pointers(copy) == []
     (copy / "docs" / "nana.md").write_text("Run `python train.py data.root=../shared/names` as before, at 02212bc.\n")
