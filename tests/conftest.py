@@ -32,10 +32,14 @@ def pytest_configure(config: pytest.Config) -> None:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         threads = max(1, (os.cpu_count() or 1) // workers)
-        os.environ["OMP_NUM_THREADS"] = str(threads)
+        # OpenBLAS (numpy's, scipy's: the baselines, the audit) starts a thread per core of its own, spinning while
+        # it waits: two workers each with every core's threads slow one another down more than torch's do.
+        os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
         import torch
+        from threadpoolctl import threadpool_limits
 
         torch.set_num_threads(threads)
+        threadpool_limits(threads)  # the BLAS libraries already loaded; those loaded later read the variables
 
 # The longest files first: pytest-xdist hands out whole files (--dist loadfile), so a long file drawn last keeps
 # one worker busy after the other has finished.

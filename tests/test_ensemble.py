@@ -83,7 +83,7 @@ def test_every_serving_path_takes_the_ensemble(ensemble_run, tmp_path, capsys):
     from benchmarks.serve_load import free_port, start_server, stop_server
     from nameorigin.cli.predict import main as predict_main
     from nameorigin.serving.frame import predict_frame
-    from nameorigin.serving.ray_data import ActorPool, score_dataset
+    from nameorigin.serving.ray_data import NameScorer
 
     run, corpus, _ = ensemble_run
     model = run / "checkpoints" / "best.ckpt"
@@ -116,19 +116,13 @@ def test_every_serving_path_takes_the_ensemble(ensemble_run, tmp_path, capsys):
             assert json.loads(reply.read())["predictions"] == answers
     finally:
         stop_server(server)
-    # Ray Data scores a table as predict_frame does.
-    import ray
-
+    # Ray Data's scorer, as an actor runs it (the model shipped as the checkpoint's bytes), answers a batch as
+    # predict_frame does; tests/test_ray_data.py runs the scorer on a real cluster.
     people = tmp_path / "people.parquet"
     pq.write_table(pa.table({"surname": pa.array(names * 20, pa.string())}), people)
-    ray.init(num_cpus=1, include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False,
-             configure_logging=False)
-    try:
-        score_dataset(model, str(people), str(tmp_path / "scored"), "surname",
-                      ActorPool(concurrency=1, batch_rows=50, threads=1, ship_model=True), top_k=2)
-    finally:
-        ray.shutdown()
-    ours = pd.read_parquet(tmp_path / "scored")
+    scorer = NameScorer(model.read_bytes(), "surname", top_k=2)
+    pq.write_table(scorer(pq.read_table(people)), tmp_path / "scored.parquet")
+    ours = pd.read_parquet(tmp_path / "scored.parquet")
     theirs = predict_frame(pd.read_parquet(people), "surname", predictor, top_k=2, markers=True)
     probabilities = [c for c in theirs.columns if c.startswith("pred_probability")]
     assert (ours[probabilities] - theirs[probabilities]).abs().max().max() <= 1e-6
