@@ -185,6 +185,10 @@ def test_every_entry_point_takes_parts_and_refuses_the_wrong_count(parts_model, 
     found = table_composition(predictor, str(table), ["given", "family"]).as_dict()
     assert found["rows"] == 280 and found["unusable"] == 0 and abs(sum(found["estimates"]["mean"]) - 1) < 1e-6
     assert frame_composition(frame, ["given", "family"], predictor).as_dict()["rows"] == 40
+    with pytest.raises(UserError, match="--column family: this model reads a name as 2 parts"):
+        table_composition(predictor, str(table), "family")  # surnames alone, unless the caller says full names
+    read = table_composition(predictor, str(table), "family", full_names=True).as_dict()
+    assert read["rows"] + read["abstained"] + read["unusable"] == 280
     subset = tmp_path / "people.csv"
     frame.to_csv(subset, index=False)
     out = tmp_path / "scored.csv"

@@ -21,8 +21,9 @@ def composition(checkpoint: Checkpoint, names: Names = None, file: NamesFile = N
                     "table it trained on, whose validation names measure the model's confusion (refused for a "
                     "refit, which trained on them)")] = None,
                 abstain: Annotated[bool, typer.Option(help="leave out the names the model abstains on")] = True,
-                full_names: Annotated[bool, typer.Option(help="a model of given and family names: the names, or "
-                                                         "the one --column, are full names to split")] = False,
+                full_names: Annotated[bool, typer.Option("--full-names", help="a model of given and family names: "
+                                                         "the names, or the one --column, are full names to split")]
+                = False,
                 output_format: Annotated[Literal["text", "json"], typer.Option("--format", help="a table or "
                                                                                "JSON")] = "text",
                 device: Device = "cpu", outputs: Outputs = Path("outputs")) -> int:
