@@ -43,11 +43,17 @@ class NoAdverts(logging.Filter):
         return "litlogger" not in record.getMessage()
 
 
-logging.getLogger("pytorch_lightning.utilities.rank_zero").addFilter(NoAdverts())
+NO_ADVERTS = NoAdverts()
 
-# Lightning 2.6 builds torch pytree LeafSpecs, which torch 2.13 deprecates: a line on every run that users can do
-# nothing about. Only that message is silenced.
-warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
+
+def quiet_third_party() -> None:
+    """Lines a run prints that users can do nothing about, silenced when a run starts (never at import): Lightning's
+    advert, and the deprecation of the torch pytree LeafSpecs Lightning 2.6 builds (that message only)."""
+    advertiser = logging.getLogger("pytorch_lightning.utilities.rank_zero")
+    if NO_ADVERTS not in advertiser.filters:
+        advertiser.addFilter(NO_ADVERTS)
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated",
+                            category=FutureWarning)
 
 
 @dataclasses.dataclass
@@ -71,9 +77,11 @@ class Fitted:
         return self.settings.cfg
 
 
-def train(cfg: DictConfig) -> dict[str, float]:
+def train(cfg: DictConfig) -> dict[str, Any]:
     """Train (the plain model, and the transferred one when a starting point is there: validation picks), then
-    test the chosen model. Returns the final metrics (callback_metrics as floats)."""
+    test the chosen model. Returns the final metrics (callback_metrics as floats) and the served checkpoints' paths
+    (`best_checkpoint`, `model_checkpoint`)."""
+    quiet_third_party()
     ensemble.check(cfg)
     transferred_cfg = transfer.candidate_config(cfg)
     fitted, transfer_note = [], {}

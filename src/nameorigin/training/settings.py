@@ -12,10 +12,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from nameorigin.config import ModelConfig, check_run
+from nameorigin.config import SCHEMAS, ModelConfig, check_run
 from nameorigin.model.cells import check_cell
 
-GROUPS = ("data", "calibration", "refit", "card", "search", "transfer", "ensemble")  # those with a schema, beside model
+# The groups with a schema (nameorigin.config.SCHEMAS), beside model, which checked() returns typed.
+GROUPS = tuple(dict.fromkeys(group for group, _ in SCHEMAS if group not in (None, "model")))
 
 
 def checked(cfg: DictConfig) -> ModelConfig:
