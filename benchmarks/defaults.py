@@ -23,17 +23,6 @@ class StaleResult(Exception):
     """A result recorded under defaults that have changed since."""
 
 
-def flattened(values: dict, prefix: str = "") -> dict[str, Any]:
-    """A nested config as {"model.hidden_size": None, ...}; lists kept whole."""
-    flat: dict[str, Any] = {}
-    for key, value in values.items():
-        if isinstance(value, dict):
-            flat.update(flattened(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 def current(conf: Path = ROOT / "conf") -> dict[str, dict[str, Any]]:
     """Today's composed settings of each run in RUNS, from `conf` (Hydra's own section left out)."""
     text = "\0".join(f"{path}\0{path.read_text(encoding='utf-8')}" for path in sorted(conf.rglob("*.yaml")))
@@ -46,13 +35,14 @@ def composed(conf: Path, digest: str) -> dict[str, dict[str, Any]]:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from nameorigin.config import register
+    from nameorigin.config import flat_settings, register
 
     register()  # the typed schemas, as train.py registers them before composing
     settings = {}
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
         for run, overrides in RUNS.items():
-            settings[run] = flattened(OmegaConf.to_container(compose("train", overrides=overrides), resolve=False))
+            settings[run] = flat_settings(OmegaConf.to_container(compose("train", overrides=overrides),
+                                                    resolve=False))
     return settings
 
 

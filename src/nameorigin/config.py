@@ -83,6 +83,17 @@ def shape_fields(config: Any, *kinds: str) -> list[str]:
             if f.metadata.get("shapes") and (not kinds or f.metadata["shapes"] in kinds)]
 
 
+def flat_settings(settings: dict, prefix: str = "") -> dict[str, Any]:
+    """Nested settings as dotted keys ({"model.hidden_size": 256, ...}), other values as they are."""
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            out.update(flat_settings(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def plain(config: Any) -> dict[str, Any]:
     """A config dataclass as plain Python types (Enums as their words), for checkpoints read weights-only."""
     values = dataclasses.asdict(config)

@@ -218,14 +218,14 @@ def distinct_cells(cells: dict, normalize: str) -> tuple[list[str], np.ndarray, 
 
 
 def table_composition(predictor: Predictor, source: str, column: str | list[str], delimiter: str | None = None,
-                      reference: Reference | None = None, **options) -> Composition:
+                      reference: Reference | None = None, full_names: bool = False, **options) -> Composition:
     """The composition of a table file's rows (any table format, streamed through the one table reader); several
     columns: a name's parts, given first."""
 
     from nameorigin.base.tables import TableReader
 
     reader = TableReader(source, "--file", delimiter)
-    columns = table_name_columns(reader, column, predictor.part_names, options.get("full_names", False))
+    columns = table_name_columns(reader, column, predictor.part_names, full_names)
     cells: Counter = Counter()
     with Progress("rows counted", reader.row_count()) as progress:
         for chunk in reader.chunks(columns):
@@ -234,7 +234,7 @@ def table_composition(predictor: Predictor, source: str, column: str | list[str]
             else:
                 cells.update(joined_cells([chunk.cells(name) for name in columns]))
             progress.advance(len(chunk))
-    return cells_composition(predictor, cells, reference, **options)
+    return cells_composition(predictor, cells, reference, full_names=full_names, **options)
 
 
 def count_cells(cells: Counter, chunk: Any, column: str) -> None:
@@ -258,7 +258,7 @@ def cells_composition(predictor: Predictor, cells: dict, reference: Reference | 
 
 
 def frame_composition(frame, column: str | list[str], predictor: Predictor | str, reference: Reference | None = None,
-                      **options) -> Composition:
+                      full_names: bool = False, **options) -> Composition:
     """predict_frame's counterpart: the composition of a DataFrame column's rows (blank, NaN and None cells
     counted as unusable); the adjusted method from `reference`, else from the one the checkpoint carries."""
     import pandas as pd
@@ -266,14 +266,15 @@ def frame_composition(frame, column: str | list[str], predictor: Predictor | str
 
     columns = frame_name_columns(frame, column)
     predictor = Predictor.load(predictor) if not isinstance(predictor, Predictor) else predictor
-    check_columns(predictor.part_names, columns, options.get("full_names", False))
+    check_columns(predictor.part_names, columns, full_names)
     if len(columns) > 1:
         cells = Counter(joined_frame_cells(frame, columns))
         return cells_composition(predictor, cells, reference or stored_reference(predictor), **options)
     counts = frame[columns[0]].value_counts(dropna=False)
     cells = {None if (not isinstance(cell, str) and bool(pd.isna(cell))) else cell: int(n)
              for cell, n in counts.items()}
-    return cells_composition(predictor, cells, reference or stored_reference(predictor), **options)
+    return cells_composition(predictor, cells, reference or stored_reference(predictor), full_names=full_names,
+                             **options)
 
 
 def stored_reference(predictor: Predictor) -> Reference | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from nameorigin.base.errors import UserError
+from nameorigin.base.errors import UserError, exits_2_on_user_error
 from nameorigin.model.artifacts import REFIT_FILE, RESULTS_FILE, STARTING_POINT_KEY
 
 
@@ -82,13 +82,10 @@ def newest_run(outputs: str | Path = "outputs") -> Path:
     return max(runs, key=lambda folder: (folder.parent.name, folder.name))
 
 
+@exits_2_on_user_error
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    try:
-        print(newest_run(args[0] if args else "outputs"))
-    except UserError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    print(newest_run(args[0] if args else "outputs"))
     return 0
 
 

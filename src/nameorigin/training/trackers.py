@@ -11,16 +11,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoardLogger
 
+from nameorigin.config import flat_settings
 
-def flat(settings: dict, prefix: str = "") -> dict[str, Any]:
+
+def flat(settings: dict) -> dict[str, Any]:
     """Nested settings as dotted keys (model.hidden_size), lists as text: a tracker's parameters are flat."""
-    out: dict[str, Any] = {}
-    for key, value in settings.items():
-        if isinstance(value, dict):
-            out.update(flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = str(value) if isinstance(value, list | tuple) else value
-    return out
+    return {key: str(value) if isinstance(value, list | tuple) else value
+            for key, value in flat_settings(settings).items()}
 
 
 def trackers(loggers: list[Logger]) -> list[Logger]:
