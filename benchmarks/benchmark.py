@@ -213,9 +213,9 @@ def bench_accuracy(args: argparse.Namespace, target: float = 0.85) -> dict:
     reached = next((e.wall_time - start for e in curve if e.value >= target), None)
     result = {"target": target, "seconds_to_target": reached, "best_val_acc": max(e.value for e in curve),
               "train_seconds": total}
-    from nameorigin.training.baseline import ngram_baseline
+    from nameorigin.evaluation.baselines import tfidf_baseline
 
-    result["baseline"] = ngram_baseline(args.data)
+    result["baseline"] = tfidf_baseline(args.data)
     return result
 
 

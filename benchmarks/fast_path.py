@@ -1,5 +1,5 @@
 """The fast path's contenders for benchmarks/benchmark.py on CUDA: one-length batches (as the fast path's loader
-serves them, nameorigin.training.graphed), each loop eager and captured as CUDA graphs, and torch's fused RNN on
+serves them, nameorigin.fit.graphed), each loop eager and captured as CUDA graphs, and torch's fused RNN on
 the same batches."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def graphed_train_run(model: nn.Module, batches: list[tuple], device: str, warmu
 
 
 def bench_fast_path(args: argparse.Namespace, names: list[str], vocab: int) -> dict:
-    """On CUDA: the fast path's contenders on one-length batches (nameorigin.training.graphed), fused torch on the
+    """On CUDA: the fast path's contenders on one-length batches (nameorigin.fit.graphed), fused torch on the
     same batches: the loops eager and captured as CUDA graphs, and the GRU's and LSTM's Triton loops where triton is."""
     batches = [tuple(t.to(args.device) for t in batch)
                for batch in make_batches(names, args.batch_size, args.batches, vocab, one_length=True)]

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.defaults import check
-from nameorigin.training.margin import BASELINE_NAMES
-from nameorigin.training.timing import fit_seconds, step_seconds
+from nameorigin.evaluation.margin import BASELINE_NAMES
+from nameorigin.fit.timing import fit_seconds, step_seconds
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 
@@ -44,7 +44,7 @@ def default_run() -> str:
     metrics, margin = figures["metrics"], figures["margin"]
     shown = {k: v for k, v in metrics.items() if k in SHOWN}
     lines = [f"  {k:<16} {v:.4f}" for k, v in sorted(shown.items())]
-    from nameorigin.training.margin import margin_line
+    from nameorigin.evaluation.margin import margin_line
 
     where = [f"  transfer         validation kept the model from the surnames starting point "
              f"({metrics['transfer/val_acc_transferred']:.4f} from the starting point, "

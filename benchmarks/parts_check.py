@@ -69,8 +69,8 @@ def hits(ranks: torch.Tensor) -> dict[str, torch.Tensor]:
 
 def measure(folders: dict[str, Path], path: Path) -> dict:
     from nameorigin.analysis.evaluate import evaluate
+    from nameorigin.evaluation.margin import paired
     from nameorigin.serving.predict import Predictor
-    from nameorigin.training.margin import paired
 
     figures: dict = {}
     ranks = {}

@@ -57,10 +57,10 @@ def correct_names(run: Path) -> tuple[np.ndarray, dict]:
 
 def baseline_correct(predictor_results: dict, split_seed: int) -> tuple[np.ndarray, dict]:
     from nameorigin.data.corpus import read_corpus, split_by_name
-    from nameorigin.training.baseline import fit_ngram_baseline
+    from nameorigin.evaluation.baselines import fit_tfidf_baseline
 
     splits = split_by_name(read_corpus(predictor_results["root"])[0], [0.8, 0.1, 0.1], split_seed)
-    fitted = fit_ngram_baseline(splits, refit=True)
+    fitted = fit_tfidf_baseline(splits, refit=True)
     truth = [label for _, label in splits["test"]]
     return np.array([p == t for p, t in zip(fitted["test_predictions"], truth, strict=True)]), fitted
 
@@ -82,7 +82,7 @@ def pooled(model: dict, baseline: dict, samples: int = 10_000, seed: int = 0) ->
 
 
 def measure(overrides: list[str]) -> dict:
-    from nameorigin.training.margin import paired
+    from nameorigin.evaluation.margin import paired
 
     runs, model, baseline, baseline_f1 = [], {}, {}, {}
     for split_seed in SPLIT_SEEDS:

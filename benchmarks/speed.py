@@ -23,7 +23,7 @@ from nameorigin.model.charrnn import CharRNN
 def make_batches(names: list[str], batch_size: int, count: int, vocab: int, seed: int = 0,
                  one_length: bool = False) -> list[tuple]:
     """Length-bucketed batches, as the DataModule serves them; one_length: each of names of one length, as the
-    fast path's loader serves them (nameorigin.training.graphed)."""
+    fast path's loader serves them (nameorigin.fit.graphed)."""
     rng = random.Random(seed)
     picked = sorted(rng.sample(names, min(len(names), batch_size * count)), key=len)
     if one_length:

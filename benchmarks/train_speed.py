@@ -12,7 +12,7 @@ first variant. Prints JSON (benchmarks.record keeps it).
       --variant large="experiment=first_name_gender transfer.use=never"
 
 --profile: each run under `debug=step_profile` (one short epoch), its step_profile.json instead: where a training
-step's time goes (nameorigin.training.step_profile).
+step's time goes (nameorigin.fit.step_profile).
 """
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ def score_in_one_process(checkpoint: Path, datamodule) -> dict[str, float]:
     import pytorch_lightning as pl
     import torch
 
-    from nameorigin.training.module import NameClassifier
+    from nameorigin.fit.module import NameClassifier
 
     model = NameClassifier(**torch.load(checkpoint, weights_only=True)["hyper_parameters"])
     trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,

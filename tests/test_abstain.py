@@ -11,12 +11,12 @@ import torch
 from conftest import ROOT, last_scalars, run_in_process
 
 from nameorigin.data.names import NamesDataModule
+from nameorigin.fit.module import NameClassifier
 from nameorigin.model.charrnn import batch_tokens
 from nameorigin.model.novelty import CharTrigrams, ood_score
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.prior import estimate_prior, reweight
 from nameorigin.training.abstention import fit_abstention
-from nameorigin.training.module import NameClassifier
 
 PREDICT = str(ROOT / "scripts" / "predict.py")
 

@@ -19,10 +19,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from nameorigin.base.errors import UserError
 from nameorigin.config import Cell, register
 from nameorigin.data.names import NamesDataModule
+from nameorigin.fit.module import NameClassifier
 from nameorigin.model.calibration import calibrate
 from nameorigin.model.cells import CELLS, triton_cells
 from nameorigin.training import pipeline
-from nameorigin.training.module import NameClassifier
 
 TRAINERS = sorted(p.stem for p in (ROOT / "conf" / "trainer").glob("*.yaml"))
 
@@ -219,7 +219,7 @@ def test_multirun_sweeps_every_cell_into_one_sweep_folder_each_with_its_gradient
 def test_gpu_trainer_settings_train_end_to_end_on_the_cpu(tmp_path, impl, fast_path):
     """trainer=gpu's bf16-mixed precision, with only the accelerator swapped (TINY): the first run on a real GPU
     crashed in validation's sanity check, since autocast handed bptt.py bf16 tensors. With model.fast_path=on the
-    GPU's fast path runs too, eagerly (nameorigin.training.graphed): manual optimization, one-length batches, the
+    GPU's fast path runs too, eagerly (nameorigin.fit.graphed): manual optimization, one-length batches, the
     split on the device, the tallies logged once an epoch."""
     corpus = write_corpus(tmp_path / "names")
     result = train(tmp_path, "trainer=gpu", f"data.root={corpus}", *TINY, f"model.impl={impl}",

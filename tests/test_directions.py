@@ -12,10 +12,10 @@ from conftest import NAMEORIGIN, ROOT, TINY, run_dirs, run_in_process, train, wr
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nameorigin.config import ModelConfig
+from nameorigin.fit.module import NameClassifier
 from nameorigin.model.charrnn import SHARED_WEIGHTS, batch_tokens, build_net
 from nameorigin.model.explain import explain_batch
 from nameorigin.serving.predict import Predictor
-from nameorigin.training.module import NameClassifier
 
 NAMES = ["Kanemoto", "Pavlovsky", "Ab", "Donagh", "Rinelli", "O'Kanemotoagh", "Zz", "Nakamura"]
 

@@ -1,4 +1,4 @@
-"""The fast path (nameorigin.training.graphed) on the CPU, where its step runs eagerly: one-length batches, the
+"""The fast path (nameorigin.fit.graphed) on the CPU, where its step runs eagerly: one-length batches, the
 static-shape step against the dynamic one, and its refusals."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from conftest import TINY, train_refused, write_corpus
 from nameorigin.config import ModelConfig
 from nameorigin.data.batching import OneLengthBatchSampler
 from nameorigin.data.names import NamesDataModule
+from nameorigin.fit.graphed import GraphedSteps, device_rows
+from nameorigin.fit.module import NameClassifier
 from nameorigin.model.cells import CELLS
-from nameorigin.training.graphed import GraphedSteps, device_rows
-from nameorigin.training.module import NameClassifier
 
 
 def test_one_length_batches_cover_the_split_once_per_epoch_in_a_seeded_order():

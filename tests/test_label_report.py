@@ -33,7 +33,7 @@ def test_the_wilson_interval_equals_scipys(successes, trials):
 
 
 def test_the_per_label_figure_draws_labels_right_every_time_and_never_at_all():
-    from nameorigin.training.plots import label_report_figure
+    from nameorigin.fit.plots import label_report_figure
 
     probs, truth = synthetic(300, seed=6)
     rows = label_report(probs, truth, ["A", "B", "C"], {"marginal": 0.0})  # every set holds every label

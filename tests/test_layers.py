@@ -35,12 +35,12 @@ def test_an_import_against_the_grain_breaks_the_contract(tmp_path):
     shutil.copytree(ROOT / "src" / "nameorigin", tmp_path / "src" / "nameorigin",
                     ignore=shutil.ignore_patterns("__pycache__", "tutorial_names"))
     serving = tmp_path / "src" / "nameorigin" / "serving" / "predict.py"
-    serving.write_text(serving.read_text() + "\nfrom nameorigin.training.module import NameClassifier  # noqa\n")
+    serving.write_text(serving.read_text() + "\nfrom nameorigin.fit.module import NameClassifier  # noqa\n")
     model = tmp_path / "src" / "nameorigin" / "model" / "charrnn.py"
     model.write_text(model.read_text() + "\nimport nameorigin.data.names  # noqa\n")
     result = lint(tmp_path)
     assert result.returncode != 0
-    assert "nameorigin.serving.predict -> nameorigin.training.module" in result.stdout, result.stdout
+    assert "nameorigin.serving.predict -> nameorigin.fit.module" in result.stdout, result.stdout
     assert "nameorigin.model.charrnn -> nameorigin.data.names" in result.stdout, result.stdout
 
 

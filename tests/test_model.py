@@ -301,7 +301,7 @@ def test_ngram_head_adds_to_logits_and_eval_applies_the_decision_layer():
 
 
 def test_logit_adjustment_offsets_by_the_log_prior():
-    from nameorigin.training.module import NameClassifier
+    from nameorigin.fit.module import NameClassifier
 
     prior = [0.7, 0.2, 0.1]
     module = NameClassifier(ModelConfig(hidden_size=4, embedding_dim=2, logit_adjustment=0.5),
@@ -337,7 +337,7 @@ def test_the_fused_optimizer_gets_its_gradients_clipped(precision):
     # NameClassifier clips itself when no float16 loss scaler is involved.
     import pytorch_lightning as pl
 
-    from nameorigin.training.module import NameClassifier
+    from nameorigin.fit.module import NameClassifier
 
     model = NameClassifier(ModelConfig(hidden_size=8, embedding_dim=4), ["<pad>", "<unk>", "a", "b"], ["A", "B"])
     trainer = pl.Trainer(precision=precision, accelerator="cpu", gradient_clip_val=1.0, logger=False,
@@ -356,9 +356,9 @@ def test_one_field_added_to_the_schema_reaches_the_net_the_checkpoint_the_resume
     import dataclasses
 
     from nameorigin.config import HEAD, plain, shape_fields
+    from nameorigin.fit.module import NameClassifier
+    from nameorigin.fit.resume import resolve_checkpoint
     from nameorigin.training.card import render
-    from nameorigin.training.module import NameClassifier
-    from nameorigin.training.resume import resolve_checkpoint
 
     Wider = dataclasses.make_dataclass("Wider", [("gate_scale", int, dataclasses.field(default=3, metadata=HEAD))],
                                        bases=(ModelConfig,))

@@ -71,11 +71,11 @@ def test_no_ngram_crosses_the_boundary_and_one_part_hashes_as_before():
 
 def test_the_known_name_lookup_reads_the_family_part():
     from nameorigin.config import TransferShape
-    from nameorigin.model.transfer_parts import TransferParts
+    from nameorigin.model.transfer_layers import TransferLayers
 
     vocab = ["<pad>", "<unk>", BOUNDARY, *"JSaehimnot"]
     index = {c: i for i, c in enumerate(vocab)}
-    parts = TransferParts(TransferShape(known_names=1, known_countries=3), len(vocab), 8, 4, 4)
+    parts = TransferLayers(TransferShape(known_names=1, known_countries=3), len(vocab), 8, 4, 4)
     parts.known.fill(vocab, ["Smith"], torch.tensor([[1] + [255] * 9]), torch.tensor([[1.0] + [0.0] * 9]))
 
     def evidence(name: str, boundaries: bool) -> torch.Tensor:

@@ -125,7 +125,7 @@ def test_fetch_without_an_index_and_usage_errors_are_one_line(tmp_path):
 
 
 def test_the_card_names_labels_in_the_plural():
-    from nameorigin.training.card_parts import plural
+    from nameorigin.training.card_sections import plural
 
     assert [plural(w) for w in ("nationality", "language", "day", "label")] == \
         ["nationalities", "languages", "days", "labels"]

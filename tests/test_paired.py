@@ -12,9 +12,9 @@ from conftest import NAMEORIGIN, ROOT, run_in_process
 
 from nameorigin.analysis.evaluate import checkpoint_splits, evaluate
 from nameorigin.analysis.paired import compare_with_baseline
+from nameorigin.evaluation.baselines import fit_tfidf_baseline
+from nameorigin.evaluation.margin import bootstrap_margin, margin_line, mcnemar_p
 from nameorigin.serving.predict import Predictor
-from nameorigin.training.baseline import fit_ngram_baseline
-from nameorigin.training.margin import bootstrap_margin, margin_line, mcnemar_p
 
 PREDICT = str(ROOT / "scripts" / "predict.py")
 
@@ -48,7 +48,7 @@ def test_predict_compares_the_checkpoint_with_the_baseline_name_by_name(trained)
     predictor = Predictor.from_checkpoint(checkpoint)
     splits = checkpoint_splits(predictor, corpus)
     # The model trained on train + val (the refit), so the baseline it is compared with does too.
-    ours, baseline = evaluate(predictor, corpus), fit_ngram_baseline(splits, refit=True)
+    ours, baseline = evaluate(predictor, corpus), fit_tfidf_baseline(splits, refit=True)
     result = compare_with_baseline(predictor, corpus)
     assert result["size"] == len(splits["test"]) == len(ours["correct"]) == len(baseline["test_predictions"])
     assert result["model_acc"] == ours["accuracy"] and result["baseline_acc"] == baseline["test_acc"]
@@ -118,8 +118,8 @@ def test_the_hashed_baseline_scores_a_two_label_table(monkeypatch):
     """A two-label table (the margin of a first-name -> gender run): precision@K and the predictions come out per
     label; the penalty is picked on validation from the ladder. Past the full fit's size the batch fit stands in,
     its epochs picked on validation."""
+    from nameorigin.evaluation.baselines import fit_hashed_baseline
     from nameorigin.model import ngram_linear
-    from nameorigin.training.baseline import fit_hashed_baseline
 
     names = {"F": ["Anna", "Maria", "Sofia", "Julia", "Elena", "Laura", "Clara", "Paula"],
              "M": ["Mark", "Peter", "John", "Frank", "Oscar", "Hugo", "Ivan", "Paul"]}
@@ -159,7 +159,7 @@ def test_the_runs_margin_ranks_both_sides_when_the_baseline_ranks():
     at K when its label is among the model's top K logits."""
     import torch
 
-    from nameorigin.training.margin import ranked_precision
+    from nameorigin.evaluation.margin import ranked_precision
 
     logits = torch.tensor([[3.0, 2.0, 1.0], [1.0, 3.0, 2.0], [2.0, 1.0, 3.0], [1.0, 2.0, 3.0]])
     truth = ["a", "c", "b", "c"]  # ranks 0, 1, 2, 0

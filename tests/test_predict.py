@@ -18,8 +18,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from nameorigin.analysis.evaluate import evaluate, format_report
 from nameorigin.base.errors import UserError
+from nameorigin.fit.module import NameClassifier
 from nameorigin.serving.predict import Predictor
-from nameorigin.training.module import NameClassifier
 
 PREDICT = str(ROOT / "scripts" / "predict.py")
 

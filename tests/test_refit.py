@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from conftest import TINY, train_refused
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from nameorigin.evaluation.baselines import fit_tfidf_baseline
 from nameorigin.serving.predict import Predictor
-from nameorigin.training.baseline import fit_ngram_baseline
 
 
 def recomputed_test_loss(checkpoint, pairs: list[list[str]]) -> float:
@@ -75,7 +75,7 @@ def test_the_baseline_refit_learns_from_the_validation_names():
               + [(n, "Russian") for n in ("Pavlov", "Ivanov", "Smirnov", "Petrov", "Sokolov")],
               "val": [(n, "Irish") for n in ("Oneill", "Murphy", "Donagh", "Brennan")],
               "test": [(n, "Irish") for n in ("Oconnell", "Donnell", "Murray")]}
-    alone, refit = fit_ngram_baseline(splits), fit_ngram_baseline(splits, refit=True)
+    alone, refit = fit_tfidf_baseline(splits), fit_tfidf_baseline(splits, refit=True)
     assert alone["trained_on"] == "train" and alone["test_acc"] == 0.0
     assert refit["trained_on"] == "train+val" and refit["test_acc"] > 0.5 and refit["C"] == alone["C"]
 

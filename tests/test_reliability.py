@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import ROOT, TINY, run_dirs, train, train_refused, write_corpus
 
-from nameorigin.training.checkpointing import AtomicCheckpointIO
+from nameorigin.fit.checkpointing import AtomicCheckpointIO
 
 
 class Unpicklable:

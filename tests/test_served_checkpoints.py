@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import TINY, run_dirs, train, write_corpus
 
-from nameorigin.training.checkpointing import AtomicCheckpointIO
+from nameorigin.fit.checkpointing import AtomicCheckpointIO
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Where a training step's time goes (nameorigin.training.step_profile, `debug=step_profile`): a real run clocks
+"""Where a training step's time goes (nameorigin.fit.step_profile, `debug=step_profile`): a real run clocks
 its steps by phase, profiles the next ones, and sorts the operators' time into kinds that add up."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 from conftest import TINY, run_dirs, train
 
-from nameorigin.training.step_profile import PHASES, kind_of
+from nameorigin.fit.step_profile import PHASES, kind_of
 
 
 def test_operators_are_sorted_by_what_they_are():
@@ -45,8 +45,8 @@ def test_the_epoch_timer_leaves_validation_out(tmp_path, monkeypatch):
     import torch
 
     from nameorigin.data.batching import Batch
-    from nameorigin.training import timing
-    from nameorigin.training.timing import EpochTimer
+    from nameorigin.fit import timing
+    from nameorigin.fit.timing import EpochTimer
 
     clock = types.SimpleNamespace(now=0.0)
     monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))

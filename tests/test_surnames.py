@@ -30,9 +30,9 @@ from nameorigin.base.errors import UserError
 from nameorigin.base.textnorm import normalize_name
 from nameorigin.config import ModelConfig
 from nameorigin.data.surnames import VOCAB, Surnames, SurnamesDataModule, convert
+from nameorigin.fit.module import NameClassifier
 from nameorigin.model.known import KnownNames
 from nameorigin.training import transfer
-from nameorigin.training.module import NameClassifier
 
 COUNTRY_OF = {"Japanese": "JP", "Russian": "RU", "Irish": "IE", "Italian": "IT"}
 SPECIAL = {

@@ -21,8 +21,8 @@ from nameorigin.base.textnorm import build_vocab, encode, encode_names
 from nameorigin.config import ModelConfig, TableDataConfig
 from nameorigin.data.batching import Batch
 from nameorigin.data.table import TableDataModule, read_table
+from nameorigin.fit.module import NameClassifier
 from nameorigin.model.calibration import fit_temperature
-from nameorigin.training.module import NameClassifier
 
 
 def write_csv(path: Path, header: list[str], rows: list[list]) -> Path:

@@ -18,7 +18,7 @@ from conftest import TINY, run_dirs, train, train_refused, write_corpus
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nameorigin.config import Cell
-from nameorigin.training.module import NameClassifier
+from nameorigin.fit.module import NameClassifier
 
 
 def events(run: Path) -> EventAccumulator:

@@ -171,7 +171,7 @@ class NetConfig:
 
 @dataclass
 class ModelConfig(NetConfig):
-    """The `model` group: the network's config plus how it is trained (nameorigin.training.module.NameClassifier)."""
+    """The `model` group: the network's config plus how it is trained (nameorigin.fit.module.NameClassifier)."""
 
     label_smoothing: float | None = 0.0
     class_weights: Any = None  # null | balanced | sqrt (from training counts) | one positive number per label
@@ -183,13 +183,13 @@ class ModelConfig(NetConfig):
     name_parts: Any = None
     init_from: str | None = None  # fine-tuning: a checkpoint of experiment=surnames_pretrain
     # The n-gram head also fitted alone (L2, penalty picked on validation) and mixed with the network at the weight
-    # validation picks (nameorigin.training.linear_part); false: the head trains with the network alone
+    # validation picks (nameorigin.training.linear_mix); false: the head trains with the network alone
     linear_part: bool = True
     transfer_features: bool = True  # keep the pretrained country head as features
     known_names_cache: str | None = None  # a surnames cache: the exact name's country shares as evidence
     evidence_hidden: int = field(default=0, metadata=HEAD)  # > 0: a hidden layer between those shares and logits
     pretrained_lr_scale: float = 1.0  # learning-rate factor for the pretrained embedding, cell and country head
-    fast_path: FastPath = FastPath.auto  # the CUDA-graphed step (nameorigin.training.graphed)
+    fast_path: FastPath = FastPath.auto  # the CUDA-graphed step (nameorigin.fit.graphed)
     optimizer: Any = None  # a _partial_ optimizer: torch.optim.AdamW when null
     scheduler: Any = None  # a _partial_ schedule, or null
 
@@ -438,7 +438,7 @@ class SearchConfig:
 
 @dataclass
 class MarginConfig:
-    """nameorigin.training.margin: after the test, the n-gram baseline fitted on the run's own split and the
+    """nameorigin.evaluation.margin: after the test, the n-gram baseline fitted on the run's own split and the
     model's margin over it, with its paired interval, in the results, train.log, the card and the checkpoint."""
 
     enabled: bool = True

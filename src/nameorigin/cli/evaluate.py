@@ -55,7 +55,7 @@ def evaluate(checkpoint: Checkpoint,
         return 0
     print(format_report(result))
     if predictor.meta.margin:
-        from nameorigin.training.margin import margin_line
+        from nameorigin.evaluation.margin import margin_line
 
         print(f"\nmargin measured when the run ended: {margin_line(predictor.meta.margin)}")
     if explain:

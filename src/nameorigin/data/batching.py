@@ -136,7 +136,7 @@ class BucketBatchSampler(Sampler[list[int]]):
 
 
 class OneLengthBatchSampler(BucketBatchSampler):
-    """Batches whose names all have one length, for the fast path (nameorigin.training.graphed): the shape of
+    """Batches whose names all have one length, for the fast path (nameorigin.fit.graphed): the shape of
     each is then known on the host. Shuffled, resumed and sharded as BucketBatchSampler's; the last batch of each
     length may be short."""
 
@@ -151,7 +151,7 @@ class OneLengthBatchSampler(BucketBatchSampler):
 class ResumableLoader(DataLoader):
     """The training loader, which says where it is in its epoch: Lightning keeps a loader's state_dict in every
     checkpoint and hands it back before a resumed epoch's first batch, so a run stopped mid-epoch
-    (nameorigin.training.preemption) goes on at its next batch, in the same order. Where it is comes from the
+    (nameorigin.fit.preemption) goes on at its next batch, in the same order. Where it is comes from the
     trainer's count of batches trained on, not of batches drawn: Lightning draws one ahead."""
 
     def __init__(self, *args: Any, datamodule: pl.LightningDataModule | None = None, **kwargs: Any):
@@ -218,7 +218,7 @@ class BucketedDataModule(pl.LightningDataModule):
     one_length_batches: bool = False
 
     def use_one_length_batches(self) -> None:
-        """Serve training batches of one length each (the fast path's, nameorigin.training.graphed)."""
+        """Serve training batches of one length each (the fast path's, nameorigin.fit.graphed)."""
         self.one_length_batches = True
 
     def manifest(self) -> dict:

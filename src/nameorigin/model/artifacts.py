@@ -140,7 +140,7 @@ class ServingMeta:
     model_card: str | None = None
     training_shares: list[float] | None = None  # the label mix the probabilities carry by construction
     calibrated: bool = True  # False: serve the probabilities before temperature scaling (a serving choice)
-    margin: dict[str, Any] | None = None  # nameorigin.training.margin: the run's margin over the n-gram baseline
+    margin: dict[str, Any] | None = None  # nameorigin.evaluation.margin: the run's margin over the n-gram baseline
     # A model of parts: {"names": [given, family], "join": "boundary" | "space"} (nameorigin.base.parts)
     name_parts: dict[str, Any] | None = None
 

@@ -1,5 +1,5 @@
 """Capturing one forward pass's per-timestep tensors, so the cell's weight gradients can be split into one
-contribution per use (timestep) and checked against autograd's `.grad` (nameorigin.training.callbacks)."""
+contribution per use (timestep) and checked against autograd's `.grad` (nameorigin.fit.callbacks)."""
 
 from __future__ import annotations
 

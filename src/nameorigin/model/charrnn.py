@@ -21,7 +21,7 @@ from nameorigin.model.capture import StepCapture
 from nameorigin.model.cells import cell_spec, check_cell
 from nameorigin.model.loops import LOOPS, bptt_loop, reverse_within_length, sort_longest_first
 from nameorigin.model.ngram import NgramHead
-from nameorigin.model.transfer_parts import TransferParts
+from nameorigin.model.transfer_layers import TransferLayers
 
 SHARED_WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 FIRST_CELL = "cell"  # the first layer's forward cell: a one-way, one-layer model's only cell
@@ -73,7 +73,7 @@ def batch_tokens(encoded: Sequence[Sequence[int]], device: torch.device) -> tupl
 class CharRNN(nn.Module):
     """Embedding (or one-hot) -> one recurrent cell looped over characters -> linear head on the last state,
     plus (ngram_buckets > 0) a hashed character n-gram head whose scores add to the logits. Fine-tuning composes
-    its parts (nameorigin.model.transfer_parts) around this core: extra head inputs and extra evidence.
+    its parts (nameorigin.model.transfer_layers) around this core: extra head inputs and extra evidence.
 
     With `directions: 2` a second cell (`cell_reverse`, its own weights) reads each name from its last character
     to its first, and the head reads both final states side by side: a name's origin often shows at its start
@@ -84,7 +84,7 @@ class CharRNN(nn.Module):
     In eval mode the logits pass through the decision layer kept as buffers, so the checkpoint carries it:
     `logit_offset` (post-hoc logit adjustment, -tau * log prior) and `temperature` (fitted on validation)."""
 
-    def __init__(self, config: NetConfig, vocab_size: int, num_classes: int, transfer: TransferParts | None = None,
+    def __init__(self, config: NetConfig, vocab_size: int, num_classes: int, transfer: TransferLayers | None = None,
                  boundary: int = -1):
         super().__init__()
         self.config, self.vocab_size = config, vocab_size
@@ -116,7 +116,7 @@ class CharRNN(nn.Module):
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False,
                 one_length: bool = False) -> torch.Tensor:
         """tokens: [B, T] right-padded indices, lengths: [B]. Raw logits in training, decided ones in eval.
-        one_length: every name is T characters long (the GPU fast path's batches, nameorigin.training.graphed),
+        one_length: every name is T characters long (the GPU fast path's batches, nameorigin.fit.graphed),
         so the loop's shapes follow from the tensor's and nothing is read back from the device."""
         h = self.encode(tokens, lengths, capture, one_length)
         logits = self.readout(h, tokens, lengths)
@@ -238,7 +238,7 @@ def build_net(config: NetConfig, vocab_size: int, num_classes: int,
     """The core network and, for a fine-tuned model, the parts composed around it."""
     parts = None
     if transfer:
-        parts = TransferParts(transfer, vocab_size, config.hidden_size * config.directions, num_classes,
+        parts = TransferLayers(transfer, vocab_size, config.hidden_size * config.directions, num_classes,
                               config.ngram_max,
                               getattr(config, "evidence_hidden", 0))
     return CharRNN(config, vocab_size, num_classes, parts, boundary)

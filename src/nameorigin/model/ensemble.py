@@ -3,7 +3,7 @@
 Its raw logits are the mean of its members' raw logits (each member's decision layer left neutral), and its own
 decision layer (logit adjustment, temperature) follows, as a single CharRNN's does. The mean of logits keeps every
 additive part of the members additive: the explanation of the ensemble is the mean of its members' explanations,
-and the linear part mixes into each member alike (nameorigin.training.linear_part).
+and the linear part mixes into each member alike (nameorigin.training.linear_mix).
 """
 
 from __future__ import annotations

@@ -1,1 +1,2 @@
-"""Training: the LightningModule, callbacks and dashboard, calibration fit, refit, model card, pipeline."""
+"""A run's stages around the fit: its plan (settings resolved once, the starting point read once), the search, the
+transfer candidate, the ensemble, the linear mix, calibration, the refit, and what the run leaves (outputs, card)."""

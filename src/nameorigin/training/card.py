@@ -11,10 +11,11 @@ from typing import Any
 
 from nameorigin.base.atomic import write_atomically
 from nameorigin.data.batching import is_refit
+from nameorigin.evaluation.margin import margin_line
 from nameorigin.model.artifacts import Calibration
 from nameorigin.model.label_report import report_table, weakest_line
-from nameorigin.training import linear_part
-from nameorigin.training.card_parts import (
+from nameorigin.training import linear_mix
+from nameorigin.training.card_sections import (
     LARGE_TABLE,
     LIMITS,
     TABLE_LIMITS,
@@ -31,7 +32,6 @@ from nameorigin.training.card_parts import (
     set_rows,
     transfer_lines,
 )
-from nameorigin.training.margin import margin_line
 
 
 def reproduce_command() -> str:
@@ -101,7 +101,7 @@ def model_section(run: Run) -> list[str]:
         *ensemble_lines(run.metrics),
         *([f"- Two parts: the n-gram head fitted alone as an L2-regularized linear model, and the network (the "
            f"recurrent cell with its own n-gram head), mixed at the weight validation picked; "
-           f"{linear_part.describe(run.checkpoint['linear_part'])}"
+           f"{linear_mix.describe(run.checkpoint['linear_part'])}"
            + (". The refit fitted its linear part again on train + validation with that penalty and weight."
               if run.refitted else ".")] if run.checkpoint.get("linear_part") else []),
         "- Settings (`model.*`, as stored in the checkpoint): "

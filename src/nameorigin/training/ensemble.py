@@ -18,10 +18,10 @@ import torch
 from omegaconf import DictConfig
 
 from nameorigin.base.errors import UserError
-from nameorigin.training.checkpointing import Served
-from nameorigin.training.module import NameClassifier
+from nameorigin.fit.checkpointing import Served
+from nameorigin.fit.module import NameClassifier
+from nameorigin.fit.split_logits import logits_in_order
 from nameorigin.training.settings import changed
-from nameorigin.training.split_logits import logits_in_order
 
 log = logging.getLogger(__name__)
 MEMBERS_FOLDER = "members"  # inside the run folder: members/1, members/2, ... (the run itself is the first)

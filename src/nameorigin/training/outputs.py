@@ -10,14 +10,14 @@ from typing import Any
 from omegaconf import DictConfig
 
 from nameorigin.base.atomic import write_atomically
+from nameorigin.evaluation.margin import margin_line
+from nameorigin.fit.checkpointing import Served
+from nameorigin.fit.module import NameClassifier
+from nameorigin.fit.timing import time_line
 from nameorigin.model.artifacts import RESULTS_FILE, STARTING_POINT_KEY
 from nameorigin.training import search, transfer
 from nameorigin.training.card import write_model_card
-from nameorigin.training.card_parts import ensemble_summary
-from nameorigin.training.checkpointing import Served
-from nameorigin.training.margin import margin_line
-from nameorigin.training.module import NameClassifier
-from nameorigin.training.timing import time_line
+from nameorigin.training.card_sections import ensemble_summary
 
 
 def write_outputs(cfg: DictConfig, served: list[Served], model: NameClassifier, metrics: dict, picks: list,

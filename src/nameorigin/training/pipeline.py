@@ -17,21 +17,22 @@ from pytorch_lightning.callbacks import LearningRateMonitor
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig, TransferUse
+from nameorigin.evaluation.margin import margin_metrics, measure_margin
+from nameorigin.fit import graphed
+from nameorigin.fit.callbacks import GradAccumulationLogger
+from nameorigin.fit.checkpointing import AtomicCheckpointIO, RNGState, Served
+from nameorigin.fit.instantiate import build, instantiate_all, instantiation_error
+from nameorigin.fit.module import NameClassifier
+from nameorigin.fit.preemption import Preemption
+from nameorigin.fit.resume import carry_over, resolve_checkpoint
+from nameorigin.fit.split_logits import has_pairs
+from nameorigin.fit.timing import StageClock
+from nameorigin.fit.trackers import report_to_trackers
 from nameorigin.model.artifacts import REFIT_FILE, Calibration
-from nameorigin.training import ensemble, graphed, linear_part, refit, search, sizing, transfer
-from nameorigin.training.calibration_step import calibrate_model
-from nameorigin.training.callbacks import GradAccumulationLogger
-from nameorigin.training.checkpointing import AtomicCheckpointIO, RNGState, Served
-from nameorigin.training.instantiate import build, instantiate_all, instantiation_error
-from nameorigin.training.margin import margin_metrics, measure_margin
-from nameorigin.training.module import NameClassifier
+from nameorigin.training import ensemble, linear_mix, refit, search, sizing, transfer
+from nameorigin.training.calibration import calibrate_model
 from nameorigin.training.outputs import report, write_outputs
-from nameorigin.training.preemption import Preemption
-from nameorigin.training.resume import carry_over, resolve_checkpoint
 from nameorigin.training.settings import RunSettings, changed, checked
-from nameorigin.training.split_logits import has_pairs
-from nameorigin.training.timing import StageClock
-from nameorigin.training.trackers import report_to_trackers
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +225,7 @@ def finish_model(run: Fitted, distributed: bool, clock: StageClock) -> list[Serv
     mixture, calibration = None, None
     if trainer.is_global_zero:
         with clock.stage("linear part"):
-            mixture = linear_part.mix_best(model, run.datamodule)  # before calibration: it fits the model served
+            mixture = linear_mix.mix_best(model, run.datamodule)  # before calibration: it fits the model served
         model.serve_with(None, mixture)
         if cfg.calibration.enabled:
             with clock.stage("calibration"):
@@ -286,7 +287,7 @@ def refit_model(cfg: DictConfig, model_config: ModelConfig, datamodule: pl.Light
     log.info("refit: a fresh model on train + validation (%d pairs) for %s epochs", len(datamodule.datasets["train"]),
              trainer.max_epochs)
     trainer.fit(model, datamodule=datamodule)
-    model.serve_with(refit.carried(calibration), linear_part.mix_refit(model, datamodule, mixture) if mixture else None)
+    model.serve_with(refit.carried(calibration), linear_mix.mix_refit(model, datamodule, mixture) if mixture else None)
     # What trainer.save_checkpoint would write, kept in memory: a model to serve, not a state to resume.
     served = Served(str(Path(cfg.paths.output_dir) / "checkpoints" / REFIT_FILE), model,
                     trainer._checkpoint_connector.dump_checkpoint(weights_only=True))

@@ -16,8 +16,8 @@ import dataclasses
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.loggers import Logger, TensorBoardLogger
 
+from nameorigin.fit.trackers import refit_copies
 from nameorigin.model.artifacts import Calibration
-from nameorigin.training.trackers import refit_copies
 
 # Validation names are training names now, so no validation loop; refit.ckpt is written once, at the end.
 TRAINER_OVERRIDES = {"limit_val_batches": 0, "num_sanity_val_steps": 0, "enable_checkpointing": False}
@@ -31,7 +31,7 @@ def training_callbacks(callbacks: list[Callback]) -> list[Callback]:
 def refit_loggers(loggers: list[Logger]) -> list[Logger]:
     """TensorBoard loggers that write into a `refit` folder inside the run's own: the dashboard shows the refit's
     training curves as a run of their own, beside the first training's (their steps would overlap on one chart);
-    and the trackers' own (nameorigin.training.trackers.refit_copies)."""
+    and the trackers' own (nameorigin.fit.trackers.refit_copies)."""
     return [*(TensorBoardLogger(save_dir=logger.save_dir, name=logger.name, version=logger.version, sub_dir="refit",
                                 default_hp_metric=False)
               for logger in loggers if isinstance(logger, TensorBoardLogger)), *refit_copies(loggers)]

@@ -21,13 +21,13 @@ from nameorigin.base.parts import boundary_index
 from nameorigin.base.textnorm import UNK
 from nameorigin.config import ModelConfig, TransferShape, from_plain, plain
 from nameorigin.data.batching import Batch, OneLengthRows
+from nameorigin.fit.graphed import GraphedSteps, device_rows, fast_optimizer
 from nameorigin.model.artifacts import CHECKPOINT_FORMAT, Calibration
 from nameorigin.model.calibration import expected_calibration_error, level_key, prediction_sets, share_calibration_error
 from nameorigin.model.ensemble import build_served_net
 from nameorigin.model.label_report import REPORT_LEVEL, label_report, served_and_compared
 from nameorigin.model.ngram_linear import LinearFit
 from nameorigin.model.novelty import CharTrigrams, ood_score
-from nameorigin.training.graphed import GraphedSteps, device_rows, fast_optimizer
 
 
 class NameClassifier(pl.LightningModule):
@@ -89,7 +89,7 @@ class NameClassifier(pl.LightningModule):
         self.val_acc_best.persistent(True)  # kept in checkpoints, so a resumed run remembers its best
         self.capture_next_step = False  # GradAccumulationLogger asks for it (capture_next) on the steps it inspects
         self.calibration: Calibration | None = None  # fitted on validation after training
-        self.mixture: dict | None = None  # nameorigin.training.linear_part: how the two parts were mixed
+        self.mixture: dict | None = None  # nameorigin.training.linear_mix: how the two parts were mixed
         self.linear_fit: LinearFit | None = None  # the linear part mixed in, kept in memory for the margin step
         self.test_outputs: list[tuple[torch.Tensor, ...]] = []  # (logits, targets, shares, abstaining) of the test pass
         self.label_report: list[dict] | None = None  # nameorigin.model.label_report, after a test pass
@@ -104,7 +104,7 @@ class NameClassifier(pl.LightningModule):
         self.capture_next_step = True
 
     def use_fast_path(self, clip: float | None) -> None:
-        """Train by the fast path's step (nameorigin.training.graphed): it steps the optimizer itself, clipping the
+        """Train by the fast path's step (nameorigin.fit.graphed): it steps the optimizer itself, clipping the
         gradients' norm to `clip` (None: not clipped)."""
         self.automatic_optimization = False
         self.fast_path_clip = clip
@@ -279,9 +279,9 @@ class NameClassifier(pl.LightningModule):
         datamodule = self.trainer.datamodule
         if datamodule is not None:  # one key for every corpus' split settings (Lightning's is the class name)
             checkpoint["data"] = {**datamodule.state_dict(), "label_name": getattr(datamodule, "label_name", "label")}
-        checkpoint.update(self.served_parts())
+        checkpoint.update(self.served_decisions())
 
-    def served_parts(self) -> dict[str, Any]:
+    def served_decisions(self) -> dict[str, Any]:
         """What the steps after `fit` decided, as a checkpoint carries it: the calibration and the linear part
         where there are any, and the format."""
         return {**({"calibration": self.calibration.plain()} if self.calibration else {}),

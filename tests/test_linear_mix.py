@@ -1,5 +1,5 @@
-"""The model's linear part (nameorigin.training.linear_part) and every run's margin over the n-gram baseline
-(nameorigin.training.margin): the linear part alone is the regularized linear model scikit-learn fits, the mixture
+"""The model's linear part (nameorigin.training.linear_mix) and every run's margin over the n-gram baseline
+(nameorigin.evaluation.margin): the linear part alone is the regularized linear model scikit-learn fits, the mixture
 is one network of the same shape and never below either part on validation, and the margin reaches the results,
 the card, the checkpoint and nameorigin evaluate, or nothing when switched off."""
 
@@ -14,19 +14,12 @@ from conftest import TINY, run_dirs, train, write_confusable_corpus
 
 from nameorigin.config import NetConfig
 from nameorigin.data.names import NamesDataModule
+from nameorigin.evaluation.linear_fit import design, fit_alone, fit_linear_model, linear_logits, refit_linear_model
+from nameorigin.fit.split_logits import logits_in_order
 from nameorigin.model.charrnn import CharRNN
 from nameorigin.model.ngram_linear import LinearFit, fit_full
 from nameorigin.serving.predict import Predictor
-from nameorigin.training.linear_part import (
-    design,
-    fit_alone,
-    fit_linear_part,
-    linear_logits,
-    mix_into,
-    pick_mix,
-    refit_linear_part,
-)
-from nameorigin.training.split_logits import logits_in_order
+from nameorigin.training.linear_mix import mix_into, pick_mix
 
 
 @pytest.fixture(scope="module")
@@ -70,12 +63,12 @@ def test_the_linear_part_fitted_alone_after_a_refit_picks_its_penalty_before_it(
     corpus, _ = confusable
     data = NamesDataModule(root=str(corpus), download=False)
     data.setup()
-    picked = fit_linear_part(data, 4096, 4, soft=False)
+    picked = fit_linear_model(data, 4096, 4, soft=False)
     before = fit_alone(data, 4096, 4, soft=False)
     assert before.penalty == picked.penalty and torch.equal(before.weight, picked.weight)
     data.add_validation_to_training()
     after = fit_alone(data, 4096, 4, soft=False)
-    refit = refit_linear_part(data, 4096, 4, soft=False, penalty=picked.penalty)
+    refit = refit_linear_model(data, 4096, 4, soft=False, penalty=picked.penalty)
     assert after.penalty == picked.penalty and after.val_acc == picked.val_acc
     assert torch.allclose(after.weight, refit.weight) and not torch.allclose(after.weight, picked.weight)
 
@@ -167,7 +160,7 @@ def test_a_run_mixes_its_parts_and_states_its_margin_everywhere(confusable, tmp_
 
 
 def test_the_time_line_counts_every_network_the_run_trained():
-    from nameorigin.training.timing import time_line
+    from nameorigin.fit.timing import time_line
 
     transfer = {"time/fit_s": 38.9, "transfer/fit_s_plain": 31.0, "transfer/fit_s_transferred": 38.9,
                 "time/step_margin_s": 5.9}

@@ -9,14 +9,14 @@ import torch
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import TensorBoardLogger
 
+from nameorigin.fit.callbacks import tensorboard_writer
+from nameorigin.fit.plots import confusion_figure, figure_to_writer, label_report_figure, reliability_figure
 from nameorigin.model.artifacts import Calibration
 from nameorigin.model.calibration import reliability
 from nameorigin.model.charrnn import SHARED_WEIGHTS
 from nameorigin.model.ensemble import named_members
 from nameorigin.model.explain import explain_names, explainable
 from nameorigin.model.label_report import REPORT_LEVEL
-from nameorigin.training.callbacks import tensorboard_writer
-from nameorigin.training.plots import confusion_figure, figure_to_writer, label_report_figure, reliability_figure
 
 HP_METRICS = ("hp/val_acc_best", "hp/test_acc", "hp/test_macro_f1")
 

@@ -19,8 +19,8 @@ from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import TensorBoardLogger
 
 from nameorigin.base.errors import UserError
+from nameorigin.fit.plots import figure_to_writer, heatmap_figure, partial_sum_figure
 from nameorigin.model.charrnn import FIRST_CELL, SHARED_WEIGHTS
-from nameorigin.training.plots import figure_to_writer, heatmap_figure, partial_sum_figure
 
 log = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ import logging
 import pytorch_lightning as pl
 from omegaconf import DictConfig
 
+from nameorigin.fit.dashboard import log_calibration
 from nameorigin.model.artifacts import Calibration
 from nameorigin.model.calibration import TEMPERATURE_RANGE, calibrate, held_out_reference
 from nameorigin.training.abstention import fit_abstention
-from nameorigin.training.dashboard import log_calibration
 
 log = logging.getLogger(__name__)
 # What fitted every part of the calibration: names the answering model did not train on. The refit carries them.

@@ -13,7 +13,7 @@ from nameorigin.model.known import KnownNames
 from nameorigin.model.ngram import NgramHead
 
 
-class TransferParts(nn.Module):
+class TransferLayers(nn.Module):
     def __init__(self, shape: TransferShape, vocab_size: int, hidden_size: int, num_classes: int, ngram_max: int,
                  evidence_hidden: int = 0):
         super().__init__()

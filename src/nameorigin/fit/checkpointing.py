@@ -44,7 +44,7 @@ class Served:
         for key in ("calibration", "linear_part"):
             checkpoint.pop(key, None)
         state = {key: value.detach().cpu().clone() for key, value in self.model.state_dict().items()}
-        checkpoint.update(state_dict=state, hyper_parameters=dict(self.model.hparams), **self.model.served_parts())
+        checkpoint.update(state_dict=state, hyper_parameters=dict(self.model.hparams), **self.model.served_decisions())
 
     def write(self) -> None:
         AtomicCheckpointIO().save_checkpoint(self.checkpoint, self.path)

@@ -52,7 +52,7 @@ def carry_over(path: str, checkpoint: dict, output_dir: str | Path) -> str:
     keeps only the best path of a state saved in another folder, and would then take any later epoch as best).
     Returns the checkpoint to resume from: `path`, or that state written into the new folder's
     checkpoints/resume.ckpt (the caller removes it once training has read it)."""
-    from nameorigin.training.checkpointing import AtomicCheckpointIO
+    from nameorigin.fit.checkpointing import AtomicCheckpointIO
 
     old, new = os.path.realpath(Path(path).parent), os.path.realpath(Path(output_dir) / "checkpoints")
     if old == new:

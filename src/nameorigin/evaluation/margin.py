@@ -1,9 +1,9 @@
 """Every run's margin over the n-gram baseline: after the test, the model is scored beside the project's n-gram
 linear model on the same test names, and the difference in accuracy gets a 95 % paired bootstrap interval and an
 exact McNemar test. The baseline is the one the run already fitted: the model's linear part, fitted alone on the
-split the served model was trained on, its penalty picked on validation (nameorigin.training.linear_part). Where
+split the served model was trained on, its penalty picked on validation (nameorigin.training.linear_mix). Where
 the served model mixed none in (a fine-tuned model), it is fitted here the same way; past the full fit's size,
-the hashed baseline's batch fit stands in (nameorigin.training.baseline). `margin.enabled=false` turns the step
+the hashed baseline's batch fit stands in (nameorigin.evaluation.baselines). `margin.enabled=false` turns the step
 off (its cost: docs/data-and-evaluation.md).
 """
 
@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from nameorigin.data.batching import TRAINED_ON
+from nameorigin.evaluation import linear_fit
+from nameorigin.fit.split_logits import logits_in_order
 from nameorigin.model import ngram_linear
 from nameorigin.model.ngram_linear import LinearFit
-from nameorigin.training import linear_part
-from nameorigin.training.split_logits import logits_in_order
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def bootstrap_margin(first_correct: torch.Tensor, second_correct: torch.Tensor, 
 
 
 def compare(model_correct: torch.Tensor, model_macro_f1: float, baseline: dict, kind: str) -> dict[str, Any]:
-    """The model beside a fitted baseline (nameorigin.training.baseline's result, with its test predictions scored
+    """The model beside a fitted baseline (nameorigin.evaluation.baselines's result, with its test predictions scored
     into baseline["correct"]) on the same test names: both accuracies and macro-F1s, the margin, and the paired
     statistics. The run's margin and `nameorigin evaluate --baseline` both state this."""
     baseline_correct = baseline["correct"]
@@ -79,9 +79,9 @@ def compare(model_correct: torch.Tensor, model_macro_f1: float, baseline: dict, 
 
 def fitted_baseline(kind: str, splits: dict[str, list[tuple[str, str]]], refit: bool) -> dict:
     """The baseline of `kind` fitted on the splits, its test predictions scored against the test labels."""
-    from nameorigin.training.baseline import fit_hashed_baseline, fit_ngram_baseline
+    from nameorigin.evaluation.baselines import fit_hashed_baseline, fit_tfidf_baseline
 
-    baseline = (fit_hashed_baseline if kind == "ngram" else fit_ngram_baseline)(splits, refit=refit)
+    baseline = (fit_hashed_baseline if kind == "ngram" else fit_tfidf_baseline)(splits, refit=refit)
     baseline["correct"] = torch.tensor([p == label for p, (_, label) in zip(baseline["test_predictions"],
                                                                                splits["test"], strict=True)])
     return baseline
@@ -128,15 +128,15 @@ def linear_part_of(model: Any, datamodule: Any) -> LinearFit | None:
     if model.linear_fit is not None:
         return model.linear_fit
     config = model.config
-    if not config.ngram_buckets or not linear_part.fits(datamodule, config.ngram_buckets, config.ngram_max):
+    if not config.ngram_buckets or not linear_fit.fits(datamodule, config.ngram_buckets, config.ngram_max):
         return None
-    return linear_part.fit_alone(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets))
+    return linear_fit.fit_alone(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets))
 
 
 def scored_part(part: LinearFit, datamodule: Any, max_n: int, refitted: bool) -> dict[str, Any]:
     """The linear part's answers on the test split, as fitted_baseline states a baseline."""
     test, labels = datamodule.datasets["test"], datamodule.labels
-    scores = linear_part.linear_logits(part, test, len(datamodule.vocab), max_n)
+    scores = linear_fit.linear_logits(part, test, len(datamodule.vocab), max_n)
     predicted = [labels[i] for i in scores.argmax(1).tolist()]
     truth = [label for _, label in datamodule.splits["test"]]
     correct = scores.argmax(1) == test.targets
@@ -194,14 +194,14 @@ def like_for_like(datamodule: Any, test_logits: torch.Tensor, refitted: bool, pa
     fitted to the same shares and weights, on the metrics the run optimizes: person-weighted accuracy (with its
     paired interval) and the shares' cross-entropy, both weighted by each test name's weight. The baseline is the
     linear part where there is one (fitted to the shares and weights the network fits), or else fitted here."""
-    from nameorigin.training.baseline import fit_share_baseline, person_weighted_accuracy
+    from nameorigin.evaluation.baselines import fit_share_baseline, person_weighted_accuracy
 
     splits = datamodule.splits
     targets, weights = {}, {}
     for split in splits:
         targets[split], weights[split] = fitted_targets(datamodule, split)
     if part is not None:
-        scores = linear_part.linear_logits(part, datamodule.datasets["test"], len(datamodule.vocab), max_n)
+        scores = linear_fit.linear_logits(part, datamodule.datasets["test"], len(datamodule.vocab), max_n)
         baseline = {"setting": f"penalty={part.penalty:g}", "seconds": 0.0,
                     "test_probabilities": scores.softmax(-1).double().numpy()}
     else:
@@ -257,7 +257,7 @@ def margin_line(result: dict[str, Any]) -> str:
 
 
 def measure_margin(model: Any, datamodule: Any, loggers: list) -> dict[str, Any]:
-    """nameorigin.training.margin on the model as tested, logged (the pipeline stores it in the checkpoint)."""
+    """nameorigin.evaluation.margin on the model as tested, logged (the pipeline stores it in the checkpoint)."""
     result = run_margin(datamodule, model)
     log.info("margin over the n-gram baseline (%.0f s; margin.enabled=false skips it): %s",
              result["seconds"], margin_line(result))

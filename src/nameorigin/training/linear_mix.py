@@ -20,77 +20,19 @@ product of their distributions (a log-linear pool), so the probabilities stay th
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
 
-from nameorigin.data.batching import TRAINED_ON
-from nameorigin.model import ngram_linear
+from nameorigin.evaluation.linear_fit import fit_linear_model, fits, linear_logits, refit_linear_model
+from nameorigin.fit.split_logits import has_pairs, logits_in_order
 from nameorigin.model.ensemble import named_members
 from nameorigin.model.ngram_linear import FIT_LIMIT, LinearFit
-from nameorigin.training.split_logits import has_pairs, logits_in_order
 
 log = logging.getLogger(__name__)
 
 MIXES = tuple(i / 20 for i in range(21))  # the network's weight w, picked on validation
-
-
-def design(dataset: Any, vocab_size: int, max_n: int, buckets: int) -> torch.Tensor:
-    """A split's n-gram count matrix, hashed exactly as the model's n-gram head."""
-    return ngram_linear.counts(dataset.tokens, dataset.lengths, vocab_size, max_n, buckets,
-                               getattr(dataset, "boundary", -1))
-
-
-def targets_of(dataset: Any, soft: bool) -> torch.Tensor:
-    """The labels, or each name's label distribution when the model trains against shares."""
-    if not soft:
-        return dataset.targets
-    shares = dataset.languages.float()
-    return shares / shares.sum(1, keepdim=True).clamp_min(1e-12)
-
-
-def fits(datamodule: Any, buckets: int, max_n: int) -> bool:
-    """Whether the full-batch fit is cheap enough for this table (ngram_linear.FIT_LIMIT), judged before the
-    counts are built."""
-    train = datamodule.datasets["train"]
-    products = float(train.lengths.sum() + 2 * len(train)) * max_n * len(datamodule.labels)
-    return buckets > 0 and products <= FIT_LIMIT
-
-
-def fit_linear_part(datamodule: Any, buckets: int, max_n: int, soft: bool,
-                    penalties: tuple[float, ...] | None = None, train: Any = None) -> LinearFit:
-    """The linear part on the training split (or `train`, an encoded split), its penalty picked on validation
-    (accuracy against each name's label, or majority label for shares)."""
-    vocab = len(datamodule.vocab)
-    train, val = train or datamodule.datasets["train"], datamodule.datasets["val"]
-    return ngram_linear.fit_on_validation(
-        (design(train, vocab, max_n, buckets), targets_of(train, soft), train.weights),
-        (design(val, vocab, max_n, buckets), val.targets), len(datamodule.labels), penalties)
-
-
-def refit_linear_part(datamodule: Any, buckets: int, max_n: int, soft: bool, penalty: float) -> LinearFit:
-    """The linear part again on the refit's training split (train + validation), with the penalty picked before."""
-    start_time = time.perf_counter()
-    train = datamodule.datasets["train"]
-    weight, bias = ngram_linear.fit_full(design(train, len(datamodule.vocab), max_n, buckets),
-                                         targets_of(train, soft), train.weights, len(datamodule.labels), penalty)
-    return LinearFit(weight, bias, penalty, seconds=time.perf_counter() - start_time)
-
-
-def fit_alone(datamodule: Any, buckets: int, max_n: int, soft: bool) -> LinearFit:
-    """The linear part alone, fitted as a run that mixes it in would (the margin's baseline where the served
-    model has none: a fine-tuned model): on the training split, its penalty picked on validation, and after a
-    refit again on train + validation with that penalty."""
-    if getattr(datamodule, "trained_on", "train") != TRAINED_ON:
-        return fit_linear_part(datamodule, buckets, max_n, soft)
-    picked = fit_linear_part(datamodule, buckets, max_n, soft, train=datamodule.encode(datamodule.splits["train"]))
-    return replace(refit_linear_part(datamodule, buckets, max_n, soft, picked.penalty), val_acc=picked.val_acc)
-
-
-def linear_logits(part: LinearFit, dataset: Any, vocab_size: int, max_n: int) -> torch.Tensor:
-    return part.logits(design(dataset, vocab_size, max_n, part.weight.shape[0]))
 
 
 def pick_mix(network: torch.Tensor, linear: torch.Tensor, targets: torch.Tensor) -> tuple[float, dict[str, float]]:
@@ -146,7 +88,7 @@ def mix_best(model: Any, datamodule: Any) -> dict[str, Any] | None:
         log.info("linear part: trained with the network only (%s)", why_not)
         return None
     config, net = model.config, model.net
-    part = fit_linear_part(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets))
+    part = fit_linear_model(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets))
     val = datamodule.datasets["val"]
     offset = net.logit_offset
     network_weight, accuracy = pick_mix(logits_in_order(net, val, decided=False) + offset,
@@ -165,7 +107,7 @@ def mix_refit(model: Any, datamodule: Any, mixture: dict[str, Any]) -> dict[str,
     """The refit's linear part, fitted on its training split (train + validation) with the penalty picked before,
     mixed in at the network weight picked before: the refit's mixture to record."""
     config = model.config
-    part = refit_linear_part(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets),
+    part = refit_linear_model(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets),
                              mixture["penalty"])
     mix_into(model.net.cpu(), part, mixture["network_weight"])
     model.linear_fit = replace(part, val_acc=mixture["linear_fit"]["val_acc_by_penalty"])

@@ -19,14 +19,14 @@ if TYPE_CHECKING:
     from sklearn.feature_extraction.text import TfidfVectorizer
 
 
-def ngram_baseline(data: str, seed: int = 0) -> dict:
+def tfidf_baseline(data: str, seed: int = 0) -> dict:
     """TF-IDF of character 1-4-grams + logistic regression, C chosen on the validation split."""
-    result = fit_ngram_baseline(split_by_name(read_corpus(data)[0], [0.8, 0.1, 0.1], seed))
+    result = fit_tfidf_baseline(split_by_name(read_corpus(data)[0], [0.8, 0.1, 0.1], seed))
     del result["test_predictions"]
     return result
 
 
-def fit_ngram_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = False) -> dict:
+def fit_tfidf_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = False) -> dict:
     """The n-gram baseline fitted on splits["train"], C chosen on splits["val"], scored on splits["test"]; with
     each test name's predicted language, for a paired comparison on the same names. refit: then fitted again, with
     that C, on train + val (vocabulary and weights), as train.py's refit model is."""
@@ -63,7 +63,7 @@ def tfidf_ngrams() -> TfidfVectorizer:
 
 def fit_hashed_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = False, buckets: int = 2**18,
                         max_n: int = 4, seed: int = 0) -> dict:
-    """fit_ngram_baseline for large tables: the project's own n-gram linear model (nameorigin.model.ngram_linear,
+    """fit_tfidf_baseline for large tables: the project's own n-gram linear model (nameorigin.model.ngram_linear,
     the model's linear part fitted alone) on 1-4-grams hashed into `buckets`; its penalty picked on validation, or
     past the full fit's size, the batch fit's epochs; with each test pair's predicted label and the rank of its
     true label, for precision@K and a paired comparison. refit: then fitted again on train + val with that

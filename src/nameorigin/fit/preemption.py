@@ -2,7 +2,7 @@
 grace period) or SIGINT (Ctrl+C) while training makes the run save `last.ckpt` at the end of the batch in flight,
 say so in one line, and exit 128 + the signal's number. `ckpt_path=last` then resumes at the next batch: the
 training loader says where it was (nameorigin.data.batching.ResumableLoader), the RNG state is put back before
-that batch (nameorigin.training.checkpointing.RNGState), and the optimizer, schedule and callbacks' states are in
+that batch (nameorigin.fit.checkpointing.RNGState), and the optimizer, schedule and callbacks' states are in
 the checkpoint, so the finished run equals an uninterrupted one.
 
 The handlers replace Lightning's own SIGTERM handler while training runs (Lightning's stops at the next batch
