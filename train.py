@@ -12,8 +12,8 @@ from omegaconf import DictConfig
 
 from nameorigin.base.errors import UserError, WriteError
 from nameorigin.config import register
+from nameorigin.fit.preemption import Preempted
 from nameorigin.training.pipeline import train
-from nameorigin.training.preemption import Preempted
 
 register()  # the typed schemas, before Hydra composes the config
 task_started = False

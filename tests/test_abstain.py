@@ -16,7 +16,7 @@ from nameorigin.model.charrnn import batch_tokens
 from nameorigin.model.novelty import CharTrigrams, ood_score
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.prior import estimate_prior, reweight
-from nameorigin.training.abstention import fit_abstention
+from nameorigin.training.calibration import fit_abstention
 
 PREDICT = str(ROOT / "scripts" / "predict.py")
 

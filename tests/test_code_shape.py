@@ -119,3 +119,50 @@ def test_no_test_asserts_on_elapsed_time_and_the_helpers_are_imported_one_way(tm
     assert timed_asserts_and_second_imports(tmp_path) == [
         "test_planted.py: assert elapsed < 10", "test_planted.py: assert report['names_per_s'] > 40",
         "test_planted.py: from tests.conftest import ROOT"]
+
+
+# What the run's steps hand each other (the LightningModule, DataModule, Trainer, Calibration): changed through
+# their own methods, never by an assignment from outside their class. Lightning's own way for a callback to end a
+# fit (trainer.should_stop, as its EarlyStopping does) is the one exception.
+BUILT_OBJECTS = {"model", "module", "pl_module", "datamodule", "data", "trainer", "calibration", "summary",
+                 "served", "best", "ensemble", "finished"}
+ALLOWED_ASSIGNMENTS = {("training/search.py", "trainer.should_stop")}
+
+
+def assignments_from_outside(root: Path) -> list[str]:
+    """`name.attribute = ...` (or name.part.attribute, and augmented) anywhere in the package where name is one of
+    BUILT_OBJECTS."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        module = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+            for target in (sub for t in targets for sub in ast.walk(t)):
+                if not (isinstance(target, ast.Attribute) and isinstance(target.ctx, ast.Store)):
+                    continue
+                base, chain = target.value, [target.attr]
+                while isinstance(base, ast.Attribute):  # model.net.capture = ...: model's
+                    base, chain = base.value, [base.attr, *chain]
+                name = ".".join([getattr(base, "id", ""), *chain])
+                if getattr(base, "id", None) in BUILT_OBJECTS and (module, name) not in ALLOWED_ASSIGNMENTS:
+                    found.append(f"{module}:{node.lineno}: {name}")
+    return found
+
+
+def test_no_step_sets_an_attribute_of_what_another_built(tmp_path):
+    assert assignments_from_outside(PACKAGE) == []
+    planted = tmp_path / "training" / "patch.py"
+    planted.parent.mkdir()
+    planted.write_text("def patch(datamodule, trainer):\n    datamodule.batch_size = 8\n"
+                       "    trainer.gradient_clip_val, x = None, 1\n    model.net.capture = None\n"
+                       "    table[model.classes_] = 1\n")
+    assert assignments_from_outside(tmp_path) == ["training/patch.py:2: datamodule.batch_size",
+                                                  "training/patch.py:3: trainer.gradient_clip_val",
+                                                  "training/patch.py:4: model.net.capture"]
+
+
+def test_the_run_stages_fit_in_one_room():
+    """training/ holds the run's stages only: the fit machinery is in fit/, the baselines and margin in
+    evaluation/."""
+    assert len(list((PACKAGE / "training").glob("*.py"))) <= 16

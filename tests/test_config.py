@@ -57,7 +57,8 @@ def refusal(corpus, override: str) -> str:
     train() before it builds a Trainer (ranges and rules, in __post_init__ and check_run). The subprocess test in
     test_train.py shows that either is one line and exit code 2."""
     try:
-        cfg = composed(f"data.root={corpus}", *TINY, *override.split(" "))
+        cfg = composed(f"data.root={corpus}", f"paths.output_dir={corpus.parent / 'refused'}", *TINY,
+                       *override.split(" "))
     except HydraException as error:
         return f"{error} ({error.__cause__})"
     with pytest.raises(UserError) as refused:

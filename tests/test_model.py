@@ -5,7 +5,6 @@ import math
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
@@ -370,11 +369,11 @@ def test_one_field_added_to_the_schema_reaches_the_net_the_checkpoint_the_resume
     stored = torch.load(path, weights_only=True)["hyper_parameters"]["config"]
     assert stored["gate_scale"] == 3 and stored == plain(config)
     assert "gate_scale" in shape_fields(config) and "gate_scale" not in shape_fields(config, "encoder")
-    cfg = OmegaConf.create({"ckpt_path": str(path), "paths": {"log_dir": str(tmp_path), "output_dir": "x"}})
-    assert resolve_checkpoint(cfg, config)[0] == str(path)  # the same settings resume
+    where = (str(path), tmp_path, "x")
+    assert resolve_checkpoint(*where, config)[0] == str(path)  # the same settings resume
     with pytest.raises(UserError, match=r"model.gate_scale=4 \(checkpoint: 3\)"):
-        resolve_checkpoint(cfg, dataclasses.replace(config, gate_scale=4))
-    resolve_checkpoint(cfg, dataclasses.replace(config, impl="bptt", dropout=0.1))  # these shape no weight
+        resolve_checkpoint(*where, dataclasses.replace(config, gate_scale=4))
+    resolve_checkpoint(*where, dataclasses.replace(config, impl="bptt", dropout=0.1))  # these shape no weight
     card = render(torch.load(path, weights_only=True), {}, {}, "python train.py")
     assert "gate_scale=3" in card
 

@@ -32,7 +32,7 @@ from nameorigin.config import ModelConfig
 from nameorigin.data.surnames import VOCAB, Surnames, SurnamesDataModule, convert
 from nameorigin.fit.module import NameClassifier
 from nameorigin.model.known import KnownNames
-from nameorigin.training import transfer
+from nameorigin.training.starting_point import StartingPoint
 
 COUNTRY_OF = {"Japanese": "JP", "Russian": "RU", "Irish": "IE", "Italian": "IT"}
 SPECIAL = {
@@ -175,21 +175,23 @@ def test_initialize_really_loads_the_pretrained_weights_and_the_known_names(pret
     checkpoint = torch.load(pretrained, weights_only=True)
     config = ModelConfig(hidden_size=32, embedding_dim=16, init_from=str(pretrained), known_names_cache=str(cache))
     vocab = checkpoint["hyper_parameters"]["vocab"]
-    shape, table = transfer.model_arguments(transfer.load_pretrained(str(pretrained), config), config, vocab)
-    model = NameClassifier(config, vocab, ["A", "B"], transfer=shape)
-    transfer.initialize(model.net, checkpoint, table, vocab)
+    point = StartingPoint.read(str(pretrained), "model.init_from")
+    point.check_fits(config)
+    point = point.with_known_names(config.known_names_cache)
+    model = NameClassifier(config, vocab, ["A", "B"], transfer=point.shape(config, vocab))
+    point.initialize(model.net, vocab)
     for key in ("embedding.weight", "cell.weight_hh", "cell.bias_ih"):
         torch.testing.assert_close(model.net.get_parameter(key), checkpoint["state_dict"][f"net.{key}"])
-    parts = model.net.transfer
-    torch.testing.assert_close(parts.source_head.weight, checkpoint["state_dict"]["net.head.weight"])
-    torch.testing.assert_close(parts.source_ngram.weight, checkpoint["state_dict"]["net.ngram.weight"])
+    layers = model.net.transfer
+    torch.testing.assert_close(layers.source_head.weight, checkpoint["state_dict"]["net.head.weight"])
+    torch.testing.assert_close(layers.source_ngram.weight, checkpoint["state_dict"]["net.ngram.weight"])
     # "Muller" is known (merged spellings), "O'Muller" is not; the key ignores case and punctuation.
     index = {c: i for i, c in enumerate(VOCAB)}
     names = ["Muller", "MULLER", "O'Muller", "De La Cruz", "Delacruz"]
     tokens = torch.zeros(len(names), 12, dtype=torch.long)
     for row, name in enumerate(names):
         tokens[row, : len(name)] = torch.tensor([index[c] for c in name])
-    evidence = parts.known(tokens, torch.tensor([len(n) for n in names]))
+    evidence = layers.known(tokens, torch.tensor([len(n) for n in names]))
     assert evidence[:, -1].tolist() == [1.0, 1.0, 0.0, 1.0, 1.0]
     assert evidence[0, :-1].sum() == pytest.approx(1.0, abs=1e-3) and evidence[2, :-1].sum() == 0
 
@@ -506,3 +508,32 @@ def test_a_candidate_refused_after_the_plain_model_trained_leaves_the_plain_mode
     assert "the candidate from the starting point was refused" in result.stdout
     assert "with another split" in json.loads((run / "results.json").read_text())["transfer"]["refused"]
     assert (run / "checkpoints" / "best.ckpt").is_file() and not (run / "transfer").exists()
+
+
+@pytest.mark.slow
+def test_a_run_reads_its_starting_point_once(pretrained, tiny_surnames, tmp_path, monkeypatch):
+    """By hand (model.init_from, with its refit) and by transfer (the candidate, then each ensemble member): the
+    starting point's file is read once a run, and every step after reads the plan's StartingPoint."""
+    from test_config import composed
+
+    from nameorigin.training import pipeline, starting_point
+
+    cache, corpus = tiny_surnames
+    reads = []
+    load = starting_point.load_checkpoint
+
+    def counted(path, *args, **kwargs):
+        reads.append(str(path))
+        return load(path, *args, **kwargs)
+
+    monkeypatch.setattr(starting_point, "load_checkpoint", counted)
+    common = [f"data.root={corpus}", *TINY, "trainer.max_epochs=1", "margin.enabled=false", "card.enabled=false"]
+    by_hand = pipeline.train(composed(*common, "experiment=finetune", "refit.enabled=true",
+                                      f"model.init_from={pretrained}", f"model.known_names_cache={cache}",
+                                      f"paths.output_dir={tmp_path / 'by_hand'}"))
+    assert by_hand["model_checkpoint"].endswith("refit.ckpt") and reads == [str(pretrained)]
+    reads.clear()
+    transferred = pipeline.train(composed(*common, "transfer.use=always", f"transfer.starting_point={pretrained}",
+                                          f"transfer.known_names_cache={cache}", "ensemble.members=3",
+                                          "ensemble.min_gain=-1", f"paths.output_dir={tmp_path / 'transfer'}"))
+    assert transferred["ensemble/members"] == 3 and reads == [str(pretrained)]

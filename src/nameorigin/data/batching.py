@@ -217,6 +217,10 @@ class BucketedDataModule(pl.LightningDataModule):
     corpus_sha256: str
     one_length_batches: bool = False
 
+    def use_batch_size(self, batch_size: int) -> None:
+        """Serve batches of this size from now on (the rule or the search picked it once the split was known)."""
+        self.batch_size = int(batch_size)
+
     def use_one_length_batches(self) -> None:
         """Serve training batches of one length each (the fast path's, nameorigin.fit.graphed)."""
         self.one_length_batches = True

@@ -63,21 +63,22 @@ class EncodedNames(EncodedRows):
 class NamesDataModule(BucketedDataModule):
     """Reads `<Language>.txt` files under `root`, splits leakage-free, and serves length-bucketed batches."""
 
-    def __init__(self, **settings: Any):
+    def __init__(self, pretrained_vocab: Sequence[str] | None = None, **settings: Any):
         super().__init__()
         config = NamesDataConfig(**settings)
-        self.adopt(config, Path(config.root) if config.root is not None else shipped_corpus())
+        self.adopt(config, Path(config.root) if config.root is not None else shipped_corpus(), pretrained_vocab)
         self.url, self.download = config.url, config.download
 
-    def adopt(self, config: Any, root: Path) -> None:
-        """The settings every reader of (name, label) pairs shares, from its typed config."""
+    def adopt(self, config: Any, root: Path, pretrained_vocab: Sequence[str] | None = None) -> None:
+        """The settings every reader of (name, label) pairs shares, from its typed config; `pretrained_vocab`: the
+        vocabulary of the model a run fine-tunes, which the training names grow (accents on an ASCII model)."""
         self.config, self.root, self.normalize = config, root, config.normalize.value
         self.split_fractions, self.split_seed = config.split_fractions, config.split_seed
         self.order_seed = config.order_seed
         self.batch_size, self.num_workers, self.label_name = config.batch_size, config.num_workers, config.label_name
         self.exclude, self.excluded = config.exclude, 0
         self.splits: dict[str, list[tuple[str, str]]] = {}
-        self.pretrained_vocab: list[str] | None = None
+        self.pretrained_vocab = list(pretrained_vocab) if pretrained_vocab else None
         self.trained_on = "train"  # "train+val" once add_validation_to_training() ran (the refit)
         self.soft_labels = False  # hard labels: a share table's columns make them soft
 
@@ -112,7 +113,6 @@ class NamesDataModule(BucketedDataModule):
         if self.exclude:
             self.leave_out_of_training(self.exclude)
         split = time.perf_counter()
-        # Fine-tuning sets pretrained_vocab before setup: the training names grow it (accents on an ASCII model).
         train_names = [name for name, _ in self.as_read(self.splits["train"])]
         self.vocab = grow_vocab(self.pretrained_vocab, train_names) if self.pretrained_vocab else build_vocab(
             train_names)

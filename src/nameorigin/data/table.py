@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -232,10 +232,10 @@ def read_table(config: TableDataConfig) -> Table:
 class TableDataModule(NamesDataModule):
     """The names DataModule over a table: the same split, encoding, batches, manifest and resume check."""
 
-    def __init__(self, **settings: Any):
+    def __init__(self, pretrained_vocab: Sequence[str] | None = None, **settings: Any):
         super(NamesDataModule, self).__init__()
         config = TableDataConfig(**settings)
-        self.adopt(config, Path(config.path))
+        self.adopt(config, Path(config.path), pretrained_vocab)
         # Share columns, or people counted into shares: the model then trains against the shares.
         self.soft_labels = config.share_columns is not None or config.rows == "people"
         self.row_counts: dict[str, int] = {}

@@ -102,12 +102,13 @@ def macro_f1(truth: list[str], predicted: list[str]) -> float:
     return float(f1_score(truth, predicted, average="macro"))
 
 
-def run_margin(datamodule: Any, model: Any) -> dict[str, Any]:
-    """The model (as tested) beside the n-gram linear model on the run's test split, name by name."""
+def run_margin(datamodule: Any, model: Any, mixed: LinearFit | None = None) -> dict[str, Any]:
+    """The model (as tested) beside the n-gram linear model on the run's test split, name by name (`mixed`: the
+    linear model the run mixed into it, when it did)."""
     start = time.perf_counter()
     net, labels = model.net, list(model.hparams.labels)
     splits, refitted = datamodule.splits, getattr(datamodule, "trained_on", "train") == TRAINED_ON
-    part = linear_part_of(model, datamodule)
+    part = linear_part_of(model, datamodule, mixed)
     kind = "ngram" if part is None else "linear_part"
     baseline = fitted_baseline(kind, splits, refitted) if part is None else \
         scored_part(part, datamodule, model.config.ngram_max, refitted)
@@ -122,11 +123,11 @@ def run_margin(datamodule: Any, model: Any) -> dict[str, Any]:
             "seconds": round(time.perf_counter() - start, 1)}
 
 
-def linear_part_of(model: Any, datamodule: Any) -> LinearFit | None:
-    """The linear part the run mixed into the served model, or, where it mixed none, the same model fitted now;
-    None past the full fit's size or without an n-gram head."""
-    if model.linear_fit is not None:
-        return model.linear_fit
+def linear_part_of(model: Any, datamodule: Any, mixed: LinearFit | None) -> LinearFit | None:
+    """The linear part the run mixed into the served model (`mixed`), or, where it mixed none, the same model
+    fitted now; None past the full fit's size or without an n-gram head."""
+    if mixed is not None:
+        return mixed
     config = model.config
     if not config.ngram_buckets or not linear_fit.fits(datamodule, config.ngram_buckets, config.ngram_max):
         return None
@@ -256,9 +257,10 @@ def margin_line(result: dict[str, Any]) -> str:
     return line
 
 
-def measure_margin(model: Any, datamodule: Any, loggers: list) -> dict[str, Any]:
-    """nameorigin.evaluation.margin on the model as tested, logged (the pipeline stores it in the checkpoint)."""
-    result = run_margin(datamodule, model)
+def measure_margin(model: Any, datamodule: Any, loggers: list, mixed: LinearFit | None) -> dict[str, Any]:
+    """nameorigin.evaluation.margin on the model as tested, logged (the pipeline stores it in the checkpoint);
+    `mixed`: the linear model mixed into it, or None."""
+    result = run_margin(datamodule, model, mixed)
     log.info("margin over the n-gram baseline (%.0f s; margin.enabled=false skips it): %s",
              result["seconds"], margin_line(result))
     for logger in loggers:

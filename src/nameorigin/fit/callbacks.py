@@ -71,10 +71,9 @@ class GradAccumulationLogger(Callback):
                              for key, weight in shared_weights(pl_module.net)}
 
     def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        capture, before = pl_module.net.capture, self._grad_before
-        if capture is None or before is None:
+        if pl_module.net.capture is None or self._grad_before is None:
             return
-        pl_module.net.capture, self._grad_before = None, None
+        capture, before, self._grad_before = pl_module.net.take_capture(), self._grad_before, None
         pieces = {panel_key(cell, weight): piece for cell, record in capture.items()
                   for weight, piece in record.contributions().items()}
         lengths = next(iter(capture.values())).lengths

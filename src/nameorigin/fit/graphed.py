@@ -160,9 +160,10 @@ class GraphedSteps:
         return tallies
 
 
-def enable(setting: str, trainer: Any, model: Any, datamodule: Any) -> bool:
-    """Turn the fast path on for this fit when model.fast_path asks (auto: on one CUDA device); returns whether it
-    is on. Lightning then leaves the step to the module (manual optimization), with no clipping of its own."""
+def applies(setting: str, trainer: Any) -> bool:
+    """Whether this fit takes the fast path, as model.fast_path asks (auto: on one CUDA device), refusing the
+    trainer settings it cannot honour. The caller then builds the Trainer without clipping (the step clips) and
+    leaves the step to the module (manual optimization)."""
     one_cuda_device = trainer.world_size == 1 and trainer.strategy.root_device.type == "cuda"
     if setting == "off" or (setting == "auto" and not one_cuda_device):
         return False
@@ -175,7 +176,4 @@ def enable(setting: str, trainer: Any, model: Any, datamodule: Any) -> bool:
     if trainer.gradient_clip_algorithm not in (None, "norm"):
         raise UserError(f"model.fast_path={setting} clips by norm: drop "
                         f"trainer.gradient_clip_algorithm={trainer.gradient_clip_algorithm} or set model.fast_path=off")
-    model.use_fast_path(trainer.gradient_clip_val)
-    trainer.gradient_clip_val = None  # clipped inside the step
-    datamodule.use_one_length_batches()
     return True

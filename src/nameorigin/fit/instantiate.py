@@ -4,20 +4,21 @@ naming the group."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from omegaconf import DictConfig
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from nameorigin.base.errors import UserError
 
 
-def build(cfg: DictConfig, group: str, **kwargs: Any) -> Any:
-    """Instantiate one config group; a constructor's refusal becomes a UserError naming the group."""
+def build(spec: Any, group: str, **kwargs: Any) -> Any:
+    """Instantiate one config group from its settings (a dict with a _target_, or its schema's dataclass); a
+    constructor's refusal becomes a UserError naming the group."""
     try:
-        return instantiate(cfg[group], **kwargs)
+        return instantiate(spec, **kwargs)
     except InstantiationException as error:
         raise instantiation_error(error, group) from None
 
@@ -38,10 +39,7 @@ def instantiation_error(error: InstantiationException, group: str) -> Exception:
     return error
 
 
-def instantiate_all(group_cfg: DictConfig | None, group: str) -> list[Any]:
-    """Every entry of a group like callbacks/logger that has a _target_."""
-    objects = []
-    for key, entry in (group_cfg or {}).items():
-        if isinstance(entry, DictConfig) and "_target_" in entry:
-            objects.append(build(group_cfg, key))
-    return objects
+def instantiate_all(group: Mapping | None, name: str) -> list[Any]:
+    """Every entry of a group like callbacks/logger (`name`) that has a _target_."""
+    return [build(entry, f"{name}.{key}") for key, entry in (group or {}).items()
+            if isinstance(entry, Mapping) and "_target_" in entry]

@@ -26,7 +26,6 @@ from nameorigin.model.artifacts import CHECKPOINT_FORMAT, Calibration
 from nameorigin.model.calibration import expected_calibration_error, level_key, prediction_sets, share_calibration_error
 from nameorigin.model.ensemble import build_served_net
 from nameorigin.model.label_report import REPORT_LEVEL, label_report, served_and_compared
-from nameorigin.model.ngram_linear import LinearFit
 from nameorigin.model.novelty import CharTrigrams, ood_score
 
 
@@ -90,7 +89,6 @@ class NameClassifier(pl.LightningModule):
         self.capture_next_step = False  # GradAccumulationLogger asks for it (capture_next) on the steps it inspects
         self.calibration: Calibration | None = None  # fitted on validation after training
         self.mixture: dict | None = None  # nameorigin.training.linear_mix: how the two parts were mixed
-        self.linear_fit: LinearFit | None = None  # the linear part mixed in, kept in memory for the margin step
         self.test_outputs: list[tuple[torch.Tensor, ...]] = []  # (logits, targets, shares, abstaining) of the test pass
         self.label_report: list[dict] | None = None  # nameorigin.model.label_report, after a test pass
         self.fast_path_clip: float | None = None  # with the fast path on (use_fast_path)

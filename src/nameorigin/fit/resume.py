@@ -8,8 +8,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
 from nameorigin.config import ModelConfig, from_plain, shape_fields
@@ -26,12 +24,12 @@ def find_last_checkpoint(log_dir: str | Path, exclude: str | Path | None = None)
     return max(found, key=lambda p: p.stat().st_mtime)
 
 
-def resolve_checkpoint(cfg: DictConfig, model: ModelConfig) -> tuple[str | None, dict]:
+def resolve_checkpoint(ckpt_path: str | None, log_dir: str | Path, output_dir: str | Path,
+                       model: ModelConfig) -> tuple[str | None, dict]:
     """The checkpoint to resume (path, its contents read weights-only), or (None, {}) for a fresh run."""
-    if cfg.get("ckpt_path") in (None, ""):
+    if ckpt_path in (None, ""):
         return None, {}
-    path = find_last_checkpoint(cfg.paths.log_dir, exclude=cfg.paths.output_dir) if cfg.ckpt_path == "last" \
-        else Path(cfg.ckpt_path)
+    path = find_last_checkpoint(log_dir, exclude=output_dir) if ckpt_path == "last" else Path(ckpt_path)
     checkpoint = load_checkpoint(path, setting="ckpt_path")
     if is_refit(checkpoint.get("data")):  # finished, and it has seen the validation names
         raise UserError(f"ckpt_path={path} is a refit model (trained on train + validation), not a training state: "

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoardLogger
 
 from nameorigin.config import flat_settings
@@ -24,15 +23,13 @@ def trackers(loggers: list[Logger]) -> list[Logger]:
     return [logger for logger in loggers if not isinstance(logger, TensorBoardLogger)]
 
 
-def report_to_trackers(loggers: list[Logger], cfg: DictConfig, picks: list, final: str | None,
+def report_to_trackers(loggers: list[Logger], settings: dict, picks: tuple, final: str | None,
                        files: list[Path]) -> None:
-    """The run's settings, picks and model path as parameters of each tracker; `files` (those that exist) as
-    artifacts of those that keep files."""
+    """The run's settings (nested plain values), picks and model path as parameters of each tracker; `files`
+    (those that exist) as artifacts of those that keep files."""
     chosen = trackers(loggers)
     if not chosen:
         return
-    settings = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
-    settings.pop("hydra", None)
     params = {**flat(settings), **{f"picked.{pick.key}": pick.why for pick in picks},
               "model_checkpoint": str(final)}
     for logger in chosen:

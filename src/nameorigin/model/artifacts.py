@@ -29,7 +29,7 @@ def known_fields(cls: type, values: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class AbstentionRule:
-    """When a name is out of the model's depth (nameorigin.training.abstention fits it, serving/abstain.py reads
+    """When a name is out of the model's depth (nameorigin.training.calibration fits it, serving/abstain.py reads
     it): more than `max_unknown_share` of its characters unseen, or an out-of-distribution score under
     `threshold`, the score standardized by `scale` (novelty and energy: [mean, std] on validation)."""
 

@@ -113,6 +113,11 @@ class CharRNN(nn.Module):
         self.capture: dict[str, StepCapture] | None = None  # by cell name, after a forward with capture=True
         self.product_dtype: torch.dtype | None = None  # inference's recurrent products in bf16 (Predictor precision)
 
+    def take_capture(self) -> dict[str, StepCapture] | None:
+        """The last captured forward's records (None if none), handed over once: the next step records anew."""
+        capture, self.capture = self.capture, None
+        return capture
+
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor, capture: bool = False,
                 one_length: bool = False) -> torch.Tensor:
         """tokens: [B, T] right-padded indices, lengths: [B]. Raw logits in training, decided ones in eval.

@@ -1,5 +1,5 @@
 """When a prediction abstains, and why (the scores are still given). The rule is fitted after training on held-out
-names (nameorigin.training.abstention) and read from the checkpoint's calibration:
+names (nameorigin.training.calibration) and read from the checkpoint's calibration:
 
 - unknown_characters: more than `max_unknown_share` of the name's characters are ones training never saw;
 - out_of_distribution: its letters are unlike the training names' and no label's evidence is strong (the score

@@ -6,7 +6,6 @@ model. The members trained on the training split alone, and validation picked k:
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
 import shutil
@@ -21,7 +20,7 @@ from nameorigin.base.errors import UserError
 from nameorigin.fit.checkpointing import Served
 from nameorigin.fit.module import NameClassifier
 from nameorigin.fit.split_logits import logits_in_order
-from nameorigin.training.settings import changed
+from nameorigin.training.plan import changed
 
 log = logging.getLogger(__name__)
 MEMBERS_FOLDER = "members"  # inside the run folder: members/1, members/2, ... (the run itself is the first)
@@ -38,11 +37,12 @@ def check(cfg: DictConfig) -> None:
                         "ensemble.members=1")
 
 
-def member_config(cfg: DictConfig, index: int) -> DictConfig:
-    """The settings of the run's `index`-th network: the run's (as filled by the rule or the search), its own seed,
-    its own folder, no refit and no search of its own."""
-    return changed(cfg, {"seed": int(cfg.seed) + index, "refit.enabled": False, "search.budget_minutes": 0,
-                         "ensemble.members": 1, "transfer.publish": None,
+def member_config(cfg: DictConfig, picks: tuple, index: int) -> DictConfig:
+    """The settings of the run's `index`-th network, from the candidate's composed config: the run's picks (the
+    rule's or the search's), its own seed, its own folder, no refit and no search of its own."""
+    return changed(cfg, {**{pick.key: pick.value for pick in picks}, "seed": int(cfg.seed) + index,
+                         "refit.enabled": False, "search.budget_minutes": 0, "ensemble.members": 1,
+                         "transfer.publish": None,
                          "paths.output_dir": str(Path(cfg.paths.output_dir) / MEMBERS_FOLDER / str(index))})
 
 
@@ -59,15 +59,15 @@ def pick_size(logits: list[torch.Tensor], targets: torch.Tensor, min_gain: float
     return kept, accuracy
 
 
-def assemble(run: Any, cfg: DictConfig, fit: Callable[[DictConfig], Any]) -> tuple[Any, dict[str, float]]:
-    """Train the other networks with `fit` (pipeline.fit_candidate), pick how many to serve, and make the ensemble
-    the run's best.ckpt: returns the run to finish (its model the ensemble, no refit) and the figures for the
-    results and the card."""
-    settings = cfg.ensemble
+def assemble(run: Any, fit_member: Callable[[int], Any]) -> tuple[Any, dict[str, float]]:
+    """Train the other networks with `fit_member(index)` (a candidates.Fitted each), pick how many to serve, and
+    make the ensemble the run's best.ckpt: returns the run to finish (its model the ensemble, no refit) and the
+    figures for the results and the card."""
+    settings = run.plan.settings.ensemble
     if run.best is None:
         log.warning("ensemble: the run kept no checkpoint, so one network")
         return run, {}
-    others = [fit(member_config(run.cfg, index)) for index in range(1, int(settings.members))]
+    others = [fit_member(index) for index in range(1, int(settings.members))]
     fitted = [run, *(other for other in others if other.best is not None)]
     models = [one.model.cpu() for one in fitted]  # each holding its best.ckpt's weights
     val = run.datamodule.datasets["val"]
@@ -81,18 +81,15 @@ def assemble(run: Any, cfg: DictConfig, fit: Callable[[DictConfig], Any]) -> tup
         f"{acc:.4f}" for acc in accuracy), len(accuracy), size,
              " (trained on train alone, as validation compared them: no refit)" if size > 1 else "")
     for one in others:
-        shutil.rmtree(Path(one.cfg.paths.output_dir) / "checkpoints", ignore_errors=True)
+        shutil.rmtree(one.plan.output_dir / "checkpoints", ignore_errors=True)
     if size == 1:
         return run, figures
     ensemble = joined(models[:size])
     checkpoint = {key: value for key, value in run.best.checkpoint.items()  # the first network's optimizer state:
                   if key not in ("optimizer_states", "lr_schedulers")}   # an ensemble is served, not resumed
-    finished = copy.copy(run)
-    finished.best = Served(run.best.path, ensemble, checkpoint)
     # the members trained on train alone: validation picked k
-    finished.settings = dataclasses.replace(run.settings, cfg=changed(run.cfg, {"refit.enabled": False}))
-    finished.model = ensemble
-    return finished, figures
+    return dataclasses.replace(run, best=Served(run.best.path, ensemble, checkpoint), model=ensemble,
+                               plan=run.plan.without_refit()), figures
 
 
 def joined(models: list[NameClassifier]) -> NameClassifier:

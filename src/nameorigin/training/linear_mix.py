@@ -64,6 +64,15 @@ class Mixture:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class LinearMix:
+    """The linear part as mixed into a model: what its checkpoint records, and the fitted linear model itself (the
+    margin's baseline, kept in memory)."""
+
+    mixture: dict[str, Any]
+    fit: LinearFit
+
+
 def applies(model: Any, datamodule: Any) -> str | None:
     """Why the linear part is not fitted for this run, or None when it is."""
     config = model.config
@@ -80,9 +89,10 @@ def applies(model: Any, datamodule: Any) -> str | None:
     return None
 
 
-def mix_best(model: Any, datamodule: Any) -> dict[str, Any] | None:
+def mix_best(model: Any, datamodule: Any) -> LinearMix | None:
     """Fit the linear part and mix it into the model's network (best.ckpt's weights, in memory) at the weight
-    validation picks: the mixture to record, or None (and a log line saying why) where it does not apply."""
+    validation picks: the mixture to record and the fit, or None (and a log line saying why) where it does not
+    apply."""
     why_not = applies(model, datamodule)
     if why_not:
         log.info("linear part: trained with the network only (%s)", why_not)
@@ -96,22 +106,21 @@ def mix_best(model: Any, datamodule: Any) -> dict[str, Any] | None:
                                         val.targets)
     for _, member in named_members(net):  # an ensemble's mean logits mix as each member's do
         mix_into(member, part, network_weight)
-    model.linear_fit = part  # the margin's baseline: the n-gram linear model the run already fitted
     mixture = Mixture(network_weight, part.penalty, accuracy).plain()
     mixture["linear_fit"] = part.summary()
     log.info("linear part fitted alone in %.1f s; %s", part.seconds, describe(mixture))
-    return mixture
+    return LinearMix(mixture, part)
 
 
-def mix_refit(model: Any, datamodule: Any, mixture: dict[str, Any]) -> dict[str, Any]:
+def mix_refit(model: Any, datamodule: Any, mixture: dict[str, Any]) -> LinearMix:
     """The refit's linear part, fitted on its training split (train + validation) with the penalty picked before,
-    mixed in at the network weight picked before: the refit's mixture to record."""
+    mixed in at the network weight picked before: the refit's mixture to record, and its fit."""
     config = model.config
     part = refit_linear_model(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets),
                              mixture["penalty"])
     mix_into(model.net.cpu(), part, mixture["network_weight"])
-    model.linear_fit = replace(part, val_acc=mixture["linear_fit"]["val_acc_by_penalty"])
-    return {**mixture, "linear_fit": {**mixture["linear_fit"], "refit_seconds": round(part.seconds, 1)}}
+    return LinearMix({**mixture, "linear_fit": {**mixture["linear_fit"], "refit_seconds": round(part.seconds, 1)}},
+                     replace(part, val_acc=mixture["linear_fit"]["val_acc_by_penalty"]))
 
 
 def describe(mixture: dict[str, Any]) -> str:

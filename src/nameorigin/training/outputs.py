@@ -4,10 +4,9 @@ model card, the published starting point, results.json, and the results block pr
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from omegaconf import DictConfig
 
 from nameorigin.base.atomic import write_atomically
 from nameorigin.evaluation.margin import margin_line
@@ -18,38 +17,64 @@ from nameorigin.model.artifacts import RESULTS_FILE, STARTING_POINT_KEY
 from nameorigin.training import search, transfer
 from nameorigin.training.card import write_model_card
 from nameorigin.training.card_sections import ensemble_summary
+from nameorigin.training.plan import RunPlan
 
 
-def write_outputs(cfg: DictConfig, served: list[Served], model: NameClassifier, metrics: dict, picks: list,
-                  candidates: list, checks: dict) -> None:
-    """What the run leaves: the served checkpoints, each written once (the tested one with the search's
-    candidates, the margin and the model card), the per-label report, the card, the published starting point and
-    results.json (`report` prints the results block after it). `checks`: the margin (or None) and the gradient
-    check's summary of the first training (or None), which results.json keeps beside the metrics."""
-    margin = checks["margin"]
-    output_dir = Path(cfg.paths.output_dir)
+@dataclass(frozen=True)
+class ServedFiles:
+    """The checkpoints a run serves, not yet written: best.ckpt (trained on train, picked on validation) and, when
+    the run refits, refit.ckpt (trained on train + validation). The tested one is the refit's where there is one."""
+
+    best: Served | None = None
+    refit: Served | None = None
+
+    @property
+    def tested(self) -> Served | None:
+        return self.refit or self.best
+
+    def all(self) -> list[Served]:
+        return [served for served in (self.best, self.refit) if served is not None]
+
+
+@dataclass(frozen=True)
+class RunChecks:
+    """What results.json keeps beside the metrics: the margin over the n-gram linear model, the gradient check's
+    summary of the first training, and what became of the candidate from the starting point (each None if none)."""
+
+    margin: dict | None = None
+    gradient_check: dict | None = None
+    transfer: dict | None = None
+
+
+def write_outputs(plan: RunPlan, output_dir: Path, served: ServedFiles, model: NameClassifier, metrics: dict,
+                  checks: RunChecks) -> None:
+    """What the run leaves in `output_dir`: the served checkpoints, each written once where the plan put them (the
+    tested one with the search's candidates, the margin and the model card), the per-label report, the card, the
+    published starting point and results.json (`report` prints the results block after it). `model`: the one
+    tested."""
+    settings, final = plan.settings, served.tested
     if model.label_report is not None:  # the test split's per-label report, beside the card
         write_atomically(output_dir / "label_report.json",
                          lambda path: path.write_text(json.dumps(model.label_report, indent=1)))
-    final = served[-1] if served else None
     if final:
-        if candidates:  # the card lists them
-            final.checkpoint["search"] = search.plain(candidates)
-        if margin:
-            final.checkpoint["margin"] = margin
-        if cfg.card.enabled:  # rendered from the checkpoint as it is written
-            final.checkpoint["model_card"] = write_model_card(output_dir, final.checkpoint, metrics, picks,
+        if plan.candidates:  # the card lists them
+            final.checkpoint["search"] = search.plain(plan.candidates)
+        if checks.margin:
+            final.checkpoint["margin"] = checks.margin
+        if settings.card.enabled:  # rendered from the checkpoint as it is written
+            final.checkpoint["model_card"] = write_model_card(output_dir, final.checkpoint, metrics, plan.picks,
                                                               model.label_report)
-    for checkpoint in served:
+    for checkpoint in served.all():
         checkpoint.write()
     published = {}
-    if cfg.transfer.publish and final:
-        transfer.publish(final.path, cfg.transfer.publish)
-        published[STARTING_POINT_KEY] = cfg.transfer.publish
+    if settings.transfer.publish and final:
+        transfer.publish(final.path, settings.transfer.publish)
+        published[STARTING_POINT_KEY] = settings.transfer.publish
     figures = {k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     write_atomically(output_dir / RESULTS_FILE, lambda path: path.write_text(  # what benchmarks.record reads
-        json.dumps({"metrics": figures, "model": final.path if final else None, **published, **checks}, indent=1,
-                   default=float)))
+        json.dumps({"metrics": figures, "model": final.path if final else None, **published,
+                    "margin": checks.margin, "gradient_check": checks.gradient_check, "transfer": checks.transfer},
+                   indent=1, default=float)))
 
 
 def report(metrics: dict[str, Any], output_dir: Path, margin: dict | None = None,

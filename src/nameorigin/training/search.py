@@ -26,7 +26,7 @@ from pytorch_lightning.callbacks import Callback
 
 from nameorigin.base.errors import UserError
 from nameorigin.base.extras import require_extra
-from nameorigin.training.settings import changed
+from nameorigin.training.plan import changed
 from nameorigin.training.sizing import NGRAM_TABLE_LIMIT, Pick
 
 log = logging.getLogger(__name__)

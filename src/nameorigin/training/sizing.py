@@ -107,7 +107,7 @@ def rule(train_pairs: int, labels: int, soft_targets: bool) -> list[Pick]:
 
 def picks_for(cfg: DictConfig, train_pairs: int, labels: int, soft_targets: bool) -> list[Pick]:
     """The rule's pick for every setting `cfg` left null (none when the run left nothing to the data); `cfg` is
-    only read: nameorigin.training.settings puts the picks into the run's settings."""
+    only read: nameorigin.training.plan puts the picks into the run's settings."""
     made = [pick for pick in rule(train_pairs, labels, soft_targets)
             if OmegaConf.select(cfg, pick.key, default="absent") is None]
     if made:
