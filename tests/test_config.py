@@ -110,6 +110,8 @@ def refusal(corpus, override: str) -> str:
     ("seed=-1", "seed=-1 must be between 0 and 2**32 - 1"),
     ("model.optimizer._target_=torch.optim.Adamw", "model.optimizer._target_=torch.optim.Adamw cannot be imported"),
     ("callbacks.grad_accumulation._target_=nameorigin.Nope", "callbacks.grad_accumulation._target_=nameorigin.Nope"),
+    ("objective=val/loss", "objective=val/loss: use val/acc, val/person_acc or null (the table's own)"),
+    ("objective=val/person_acc", "objective=val/person_acc needs a table with counts or shares"),
 ])
 def test_bad_settings_are_refused_when_composed_or_before_training(tiny_corpus, override, message):
     assert message in refusal(tiny_corpus, override)

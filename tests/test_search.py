@@ -108,3 +108,21 @@ def test_bad_search_settings_are_one_line(tiny_corpus, tmp_path, override, messa
     budget = [] if "budget" in override else ["search.budget_minutes=1"]
     result = train_refused(tmp_path, f"data.root={tiny_corpus}", *TINY, *budget, override)
     assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_on_a_table_with_counts_and_shares_the_search_compares_candidates_on_the_share_of_people_right(tmp_path):
+    from test_surnames import max_scalar
+    from test_table_shares import gender_table
+
+    table = gender_table(tmp_path / "first.csv")
+    result = train(tmp_path, "data=table", f"data.path={table}", "data.name_column=first",
+                   "data.share_columns=[F,M]", "data.weight_column=people", *TINY, "margin.enabled=false",
+                   "refit.enabled=false", "search.budget_minutes=1", "search.max_trials=1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    (run,) = run_dirs(tmp_path)
+    (first,) = torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)["search"]
+    # The candidate trained as the run then did (same settings and seed): its figure is the run's best
+    # val/person_acc, not its accuracy.
+    person, names = (max_scalar(run / "tensorboard", tag) for tag in ("val/person_acc", "val/acc"))
+    assert first["val_acc"] == pytest.approx(person, abs=1e-6) and person != pytest.approx(names, abs=1e-6)

@@ -418,6 +418,45 @@ def test_auto_transfer_trains_both_candidates_and_serves_the_one_validation_pick
 
 
 @pytest.mark.slow
+def test_on_a_table_with_counts_and_shares_validation_picks_by_the_share_of_people_right(pretrained, tiny_surnames,
+                                                                                       tmp_path):
+    """The epoch (best.ckpt) and the candidate are picked by val/person_acc, the figure the margin reports for such
+    a table; the results block and the card show both candidates' figures on it, and the served one is the higher."""
+    from test_table_shares import gender_table
+
+    cache, _ = tiny_surnames
+    published = next(p for p in pretrained.parents if (p / "data/pretrained/surnames.ckpt").is_file()) \
+        / "data/pretrained/surnames.ckpt"
+    table = gender_table(tmp_path / "first.csv")
+    result = train(tmp_path, "data=table", f"data.path={table}", "data.name_column=first",
+                   "data.share_columns=[F,M]", "data.weight_column=people", "data.label_name=gender",
+                   "model.label_smoothing=0", *TINY, "trainer.max_epochs=3", "margin.enabled=false",
+                   f"transfer.starting_point={published}", f"transfer.known_names_cache={cache}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path)
+    metrics = json.loads((run / "results.json").read_text())["metrics"]
+    assert "transfer/val_acc_plain" not in metrics
+    plain, transferred = metrics["transfer/val_person_acc_plain"], metrics["transfer/val_person_acc_transferred"]
+    assert plain == pytest.approx(max_scalar(run / "tensorboard", "val/person_acc"), abs=1e-6)
+    assert transferred == pytest.approx(max_scalar(run / "transfer" / "tensorboard", "val/person_acc"), abs=1e-6)
+    chosen = transferred > plain
+    assert metrics["transfer/chosen"] == float(chosen)
+    served = run / "transfer" if chosen else run
+    log = (run / "train.log").read_text()
+    assert "objective: validation picks by objective=val/person_acc (a table with counts or shares" in log
+    assert f"validation people-weighted accuracy {plain:.4f} plain, {transferred:.4f} from the surnames" in log
+    assert (f"validation kept {'the model from the surnames starting point' if chosen else 'the plain model'} "
+            f"(people-weighted accuracy {transferred:.4f} from the starting point, {plain:.4f} plain)") \
+        in result.stdout
+    assert f"people-weighted accuracy {plain:.4f} plain, {transferred:.4f} transferred" in (
+        run / "MODEL_CARD.md").read_text()
+    # best.ckpt is the served candidate's best epoch on that figure.
+    state = torch.load(served / "checkpoints" / "best.ckpt", weights_only=True)["callbacks"]
+    (best,) = [value for key, value in state.items() if "'monitor': 'val/person_acc'" in key]
+    assert float(best["best_model_score"]) == pytest.approx(max(plain, transferred), abs=1e-6)
+
+
+@pytest.mark.slow
 def test_transfer_use_always_refuses_a_missing_starting_point_and_auto_skips_another_encoder(pretrained,
                                                                                            tiny_surnames, tmp_path):
     cache, corpus = tiny_surnames

@@ -169,9 +169,20 @@ def test_a_share_table_with_weights_trains_calibrates_on_the_shares_and_evaluate
     scalars = last_scalars(run / "tensorboard")
     for key in ("test/acc", "test/acc_weighted", "test/ece", "test/ece_shares", "test/coverage_90", "test/loss"):
         assert key in scalars, sorted(scalars)
-    # The temperature minimizes the validation cross-entropy against the shares, not the majority labels.
+    # Validation picks by the share of people right, as the margin scores it: last.ckpt's answers on the
+    # validation names give the last figure logged.
+    from nameorigin.evaluation.baselines import person_weighted_accuracy
+    from nameorigin.serving.predict import Predictor
+
+    assert "objective=val/person_acc" in (run / "train.log").read_text()
     data = TableDataModule(path=str(table), name_column="first", share_columns=["F", "M"], weight_column="people")
     data.setup()
+    last, val = Predictor.from_checkpoint(run / "checkpoints" / "last.ckpt"), data.splits["val"]
+    rows = [data.row_of[pair] for pair in val]
+    answered = last.probabilities(last.encode_many([name for name, _ in val])[:2]).argmax(1).numpy()
+    assert scalars["val/person_acc"] == pytest.approx(
+        person_weighted_accuracy(data.table.shares[rows], data.table.weights[rows], answered), abs=1e-5)
+    # The temperature minimizes the validation cross-entropy against the shares, not the majority labels.
     model = NameClassifier(**checkpoint["hyper_parameters"])
     model.load_state_dict(checkpoint["state_dict"])
     model.net.temperature.fill_(1.0)
@@ -181,8 +192,6 @@ def test_a_share_table_with_weights_trains_calibrates_on_the_shares_and_evaluate
     # The margin's baseline fits the same shares and weights, and is read first on the run's own metric: the
     # people-weighted accuracy, computed here from the served model's answers and the table's own shares.
     like = json.loads((run / "results.json").read_text())["margin"]["like_for_like"]
-    from nameorigin.serving.predict import Predictor
-
     predictor, test = Predictor.from_checkpoint(run / "checkpoints" / "best.ckpt"), data.splits["test"]
     tokens, lengths, _ = predictor.encode_many([name for name, _ in test])
     answered = predictor.probabilities((tokens, lengths)).argmax(1).numpy()

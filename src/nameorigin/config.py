@@ -74,6 +74,8 @@ ENCODER, HEAD = {"shapes": "encoder"}, {"shapes": "head"}
 LEFT_TO_DATA = ("model.hidden_size", "model.directions", "model.impl", "model.ngram_buckets", "model.ngram_max",
                 "model.dropout", "model.label_smoothing", "model.optimizer.lr", "data.batch_size",
                 "trainer.max_epochs", "trainer.val_check_interval")
+# What validation can pick by (the `objective` setting), in words for the logs and the card.
+OBJECTIVES = {"val/acc": "accuracy", "val/person_acc": "people-weighted accuracy"}
 CORPUS_URL = "https://download.pytorch.org/tutorial/data.zip"
 
 
@@ -503,6 +505,10 @@ class TrainConfig:
     task_name: str = "train"
     seed: int = 0
     ckpt_path: str | None = None  # resume: a .ckpt, or "last" for the newest run's last.ckpt
+    # What validation picks by: best.ckpt's epoch, the transferred candidate or the plain one, the search's settings.
+    # null: the table's own (nameorigin.training.sizing.objective_pick): val/person_acc, the share of people right,
+    # on a table with counts or shares (the figure its margin reports), val/acc elsewhere.
+    objective: str | None = None
     optimized_metric: str | None = "val/acc_best"  # what train.py returns, for sweepers
     test: bool = True  # after fit, test the chosen checkpoint on the held-out split
 
@@ -516,6 +522,8 @@ def check_run(cfg: Any) -> None:
         raise UserError(f"trainer.max_epochs={epochs!r} must be a whole number")
     if epochs is not None and epochs != -1 and epochs < 1:  # -1 is Lightning's "no limit"
         raise UserError(f"trainer.max_epochs={epochs} trains nothing: pass a positive number of epochs")
+    if cfg.get("objective") not in (None, *OBJECTIVES):
+        raise UserError(f"objective={cfg.objective}: use {', '.join(OBJECTIVES)} or null (the table's own)")
     if cfg.task_name == "finetune" and not cfg.model.init_from:
         raise UserError("model.init_from is missing: pass model.init_from=<best.ckpt of experiment=surnames_pretrain>")
     if cfg.refit.enabled and str(cfg.data.get("_target_", "")).endswith("SurnamesDataModule"):

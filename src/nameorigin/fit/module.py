@@ -80,6 +80,8 @@ class NameClassifier(pl.LightningModule):
         self.val_acc_any, self.test_acc_any = MeanMetric(), MeanMetric()
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_acc_weighted, self.test_acc_weighted = MeanMetric(), MeanMetric()  # with data.weight_column
+        # The share of people right on validation (a table with counts or shares): what such a table's run picks by.
+        self.val_person_acc = MeanMetric()
         if transfer and transfer.known_names:  # test scores apart: names found in names-dataset and the others
             self.test_found = MetricCollection({"acc": MulticlassAccuracy(n, average="micro"),
                                                 "macro_f1": MulticlassF1Score(n, average="macro")})
@@ -173,6 +175,12 @@ class NameClassifier(pl.LightningModule):
             acc_weighted = self.val_acc_weighted if stage == "val" else self.test_acc_weighted
             acc_weighted.update((preds == targets).float(), weight=batch.weights)
             self.log(f"{stage}/acc_weighted", acc_weighted, batch_size=len(targets))
+        if stage == "val" and (batch.weights is not None or shares.is_floating_point()):
+            # Each name's credit is its predicted label's share (its label's, one-hot, on a count table), times its
+            # weight: nameorigin.evaluation.baselines.person_weighted_accuracy, as the margin reports it on test.
+            credit = shares.gather(1, preds[:, None]).squeeze(1) if shares.is_floating_point() else preds == targets
+            self.val_person_acc.update(credit.float(), weight=1.0 if batch.weights is None else batch.weights)
+            self.log("val/person_acc", self.val_person_acc, batch_size=len(targets))
         (self.val_class_f1 if stage == "val" else self.test_class_f1).update(preds, targets)
         (self.val_confusion if stage == "val" else self.test_confusion).update(preds, targets)
         self.log_dict(metrics, prog_bar=stage == "val", batch_size=len(targets))

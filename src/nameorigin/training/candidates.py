@@ -18,6 +18,7 @@ from pytorch_lightning.callbacks import LearningRateMonitor
 
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
+from nameorigin.evaluation.margin import fits_shares_or_weights
 from nameorigin.fit import graphed
 from nameorigin.fit.callbacks import GradAccumulationLogger
 from nameorigin.fit.checkpointing import AtomicCheckpointIO, RNGState, Served
@@ -71,6 +72,10 @@ def prepare(cfg: DictConfig, starting_point: StartingPoint | None = None) -> tup
         point.check_held_out(datamodule)
     picks = sizing.picks_for(cfg, len(datamodule.splits["train"]), len(datamodule.labels),
                              bool(given.soft_targets or getattr(datamodule, "soft_labels", False)))
+    objective = sizing.objective_pick(cfg, fits_shares_or_weights(datamodule))
+    if objective is not None:
+        log.info("objective: validation picks by %s=%s (%s)", objective.key, objective.value, objective.why)
+        picks.append(objective)
     candidates = []
     if cfg.search.budget_minutes > 0:
         picks, candidates = run_search(changed(cfg, {p.key: p.value for p in picks}), datamodule, picks, point)

@@ -9,6 +9,7 @@ from typing import Any
 
 from nameorigin.data.corpus import shipped_corpus
 from nameorigin.model.artifacts import Calibration
+from nameorigin.training import transfer
 from nameorigin.training.search import shown_settings
 from nameorigin.training.sizing import describe
 
@@ -144,12 +145,14 @@ def fitted_on_lines(calibration: Calibration, refitted: bool) -> list[str]:
 
 def transfer_lines(metrics: dict[str, Any]) -> list[str]:
     """What outside data the run tried (transfer.use=auto with a starting point) and which model validation kept."""
-    if "transfer/val_acc_plain" not in metrics:
+    scores = transfer.compared(metrics)
+    if scores is None:
         return []
+    words, plain_score, transferred_score = scores
     kept = "the transferred model" if metrics["transfer/chosen"] else "the plain model (no outside data in it)"
     return [f"- Outside data tried: the surnames model `make pretrain` builds from names-dataset's last names and "
-            f"their country shares. Validation kept {kept}: accuracy {metrics['transfer/val_acc_plain']:.4f} plain, "
-            f"{metrics['transfer/val_acc_transferred']:.4f} transferred, after "
+            f"their country shares. Validation kept {kept}: {words} {plain_score:.4f} plain, "
+            f"{transferred_score:.4f} transferred, after "
             f"{metrics['transfer/fit_s_plain']:.0f} s and {metrics['transfer/fit_s_transferred']:.0f} s of training."]
 
 

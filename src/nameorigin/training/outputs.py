@@ -88,10 +88,13 @@ def report(metrics: dict[str, Any], output_dir: Path, margin: dict | None = None
     final, best = metrics.get("model_checkpoint"), metrics.get("best_checkpoint")
     if final and final != best:
         lines.append(f"  model            {final}  (refit on train + validation; the one tested)")
-    if "transfer/chosen" in metrics:
+    scores = transfer.compared(metrics)
+    if scores:
         kept = "the model from the surnames starting point" if metrics["transfer/chosen"] else "the plain model"
-        lines.append(f"  transfer         validation kept {kept} ({metrics['transfer/val_acc_transferred']:.4f} "
-                     f"from the starting point, {metrics['transfer/val_acc_plain']:.4f} plain)")
+        words, plain_score, transferred_score = scores
+        on = "" if words == "accuracy" else f"{words} "
+        lines.append(f"  transfer         validation kept {kept} ({on}{transferred_score:.4f} from the starting "
+                     f"point, {plain_score:.4f} plain)")
     transfer_note = transfer_note or {}
     if transfer_note.get("differences"):
         lines.append(f"  candidates       differ in {'; '.join(transfer_note['differences'])}")

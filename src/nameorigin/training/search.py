@@ -49,7 +49,7 @@ class Candidate:
 
     number: int
     settings: dict[str, Any]
-    val_acc: float | None
+    val_acc: float | None  # its best validation figure on the run's objective (accuracy, or people-weighted)
     epochs: float  # to its last validation report
     seconds: float
     state: str  # complete, pruned (by the pruner or the budget) or failed
@@ -66,11 +66,11 @@ def shown_settings(settings: dict[str, Any]) -> str:
 
 
 class ReportToTrial(Callback):
-    """Reports each epoch's validation accuracy to the Optuna trial and stops the training when the pruner says so
-    or the budget is spent."""
+    """Reports each epoch's validation figure on the run's objective (val/acc, or val/person_acc on a table with
+    counts or shares) to the Optuna trial and stops the training when the pruner says so or the budget is spent."""
 
-    def __init__(self, trial: Any, deadline: float, reports_per_epoch: int = 1):
-        self.trial, self.deadline, self.per_epoch = trial, deadline, reports_per_epoch
+    def __init__(self, trial: Any, deadline: float, reports_per_epoch: int = 1, objective: str = "val/acc"):
+        self.trial, self.deadline, self.per_epoch, self.objective = trial, deadline, reports_per_epoch, objective
         self.best, self.reports, self.stopped = None, 0, ""
 
     @property
@@ -79,9 +79,9 @@ class ReportToTrial(Callback):
         return self.reports / self.per_epoch
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
-        if trainer.sanity_checking or "val/acc" not in trainer.callback_metrics:
+        if trainer.sanity_checking or self.objective not in trainer.callback_metrics:
             return
-        value = float(trainer.callback_metrics["val/acc"])
+        value = float(trainer.callback_metrics[self.objective])
         self.best = value if self.best is None else max(self.best, value)
         self.reports += 1
         self.trial.report(value, self.reports)
@@ -181,7 +181,7 @@ def search(cfg: DictConfig, picks: list[Pick], train_candidate: Callable[[DictCo
                 raise optuna.TrialPruned()
             return outcomes[seen]
         trial_cfg = changed(cfg, values)
-        reporter = ReportToTrial(trial, deadline, int(settings.reports_per_epoch))
+        reporter = ReportToTrial(trial, deadline, int(settings.reports_per_epoch), cfg.objective)
         began, state = time.monotonic(), "failed"
         try:  # a UserError (a setting this table cannot take) fails the candidate; the study goes on
             train_candidate(trial_cfg, reporter)

@@ -17,6 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from nameorigin.base.errors import UserError
 from nameorigin.config import LEFT_TO_DATA
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,21 @@ def picks_for(cfg: DictConfig, train_pairs: int, labels: int, soft_targets: bool
     if made:
         log.info("picked from the data: %s", describe(made))
     return made
+
+
+def objective_pick(cfg: DictConfig, shares_or_counts: bool) -> Pick | None:
+    """What validation picks by, when the run left `objective` null: the share of people right on a table with
+    counts or shares (the figure the margin reports for it), accuracy elsewhere. A people-weighted objective on a
+    table without either is refused: every name is one person there."""
+    if cfg.objective is not None:
+        if cfg.objective == "val/person_acc" and not shares_or_counts:
+            raise UserError("objective=val/person_acc needs a table with counts or shares (data.weight_column or "
+                            "data.share_columns): use objective=val/acc")
+        return None
+    if shares_or_counts:
+        return Pick("objective", "val/person_acc", "a table with counts or shares: validation picks by the share of "
+                    "people right, the figure its margin reports")
+    return Pick("objective", "val/acc", "one label per name and no counts: validation picks by accuracy")
 
 
 def describe(picks: list[Pick]) -> str:

@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 from nameorigin.base.atomic import write_atomically
 from nameorigin.base.errors import UserError
-from nameorigin.config import TransferUse, plain, shape_fields
+from nameorigin.config import OBJECTIVES, TransferUse, plain, shape_fields
 from nameorigin.training.plan import changed
 from nameorigin.training.starting_point import StartingPoint
 
@@ -68,23 +68,40 @@ def setting_differences(plain_run: Any, transferred: Any) -> list[str]:
 
 def choose(fitted: list) -> tuple[Any, dict[str, float], list[str]]:
     """The plain and the transferred candidate (pipeline.Fitted, in that order) -> the one with the higher best
-    validation accuracy (the plain one on a tie), both candidates' figures for the results and the card, and the
-    settings on which they differ."""
+    validation figure on the run's objective (the plain one on a tie), both candidates' figures for the results and
+    the card (`transfer/val_acc_plain`, or `transfer/val_person_acc_plain` on a table with counts or shares), and
+    the settings on which they differ."""
     plain_run, transferred = fitted
+    objective = plain_run.plan.settings.objective
     score = {"plain": best_score(plain_run), "transferred": best_score(transferred)}
     chosen = transferred if score["transferred"] > score["plain"] else plain_run
-    log.info("transfer: validation accuracy %.4f plain, %.4f from the surnames model (%.0f s and %.0f s of "
-             "training): the %s model is served", score["plain"], score["transferred"],
-             plain_run.metrics["time/fit_s"], transferred.metrics["time/fit_s"],
+    log.info("transfer: validation %s %.4f plain, %.4f from the surnames model (%.0f s and %.0f s of "
+             "training): the %s model is served", OBJECTIVES.get(objective, objective), score["plain"],
+             score["transferred"], plain_run.metrics["time/fit_s"], transferred.metrics["time/fit_s"],
              "transferred" if chosen is transferred else "plain")
     differences = setting_differences(plain_run, transferred)
     if differences:
         log.info("transfer: the candidates differ in %s", "; ".join(differences))
-    figures = {"transfer/val_acc_plain": score["plain"], "transfer/val_acc_transferred": score["transferred"],
+    figures = {figure_key(objective, "plain"): score["plain"],
+               figure_key(objective, "transferred"): score["transferred"],
                "transfer/fit_s_plain": plain_run.metrics["time/fit_s"],
                "transfer/fit_s_transferred": transferred.metrics["time/fit_s"],
                "transfer/chosen": float(chosen is transferred)}
     return chosen, figures, differences
+
+
+def figure_key(objective: str, candidate: str) -> str:
+    """Where a candidate's best validation figure goes among the run's metrics: transfer/val_acc_plain, ..."""
+    return f"transfer/{objective.replace('/', '_')}_{candidate}"
+
+
+def compared(metrics: dict[str, Any]) -> tuple[str, float, float] | None:
+    """The objective validation compared the candidates on, in words, and the plain and transferred figures; None
+    when the run compared no candidates."""
+    for objective, words in OBJECTIVES.items():
+        if figure_key(objective, "plain") in metrics:
+            return words, metrics[figure_key(objective, "plain")], metrics[figure_key(objective, "transferred")]
+    return None
 
 
 def discard(runs: list) -> None:
@@ -102,7 +119,7 @@ def refused(plain_run: Any, error: UserError) -> dict[str, Any]:
 
 
 def best_score(run: Any) -> float:
-    """A candidate's best validation accuracy (best.ckpt's), -inf when it kept no checkpoint."""
+    """A candidate's best validation figure on the objective (best.ckpt's), -inf when it kept no checkpoint."""
     callback = run.trainer.checkpoint_callback
     score = callback.best_model_score if callback is not None else None
     return float(score) if score is not None else float("-inf")
