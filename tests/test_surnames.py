@@ -264,6 +264,10 @@ def test_finetune_from_the_pretrained_checkpoint_end_to_end(pretrained, tiny_sur
     assert report["in_pretrain"]["accuracy"] == pytest.approx(printed["test/acc_in_pretrain"], abs=1e-4)
     assert report["not_in_pretrain"]["accuracy"] == pytest.approx(printed["test/acc_not_in_pretrain"], abs=1e-4)
     assert report["in_pretrain"]["macro_f1"] == pytest.approx(printed["test/macro_f1_in_pretrain"], abs=1e-4)
+    # The run says how many of its test names the starting point's table holds, in the results and the card.
+    size = report["in_pretrain"]["size"] + report["not_in_pretrain"]["size"]
+    assert printed["test/share_in_pretrain"] == pytest.approx(report["in_pretrain"]["size"] / size, abs=1e-4)
+    assert f"- {report['in_pretrain']['size']:,} of {size:,} (" in (run / "MODEL_CARD.md").read_text()
     shown = run_in_process([NAMEORIGIN, "evaluate", str(best), str(corpus),
                         "--known-names", str(cache)], cwd=tmp_path)
     assert shown.returncode == 0 and "found in names-dataset" in shown.stdout, shown.stderr

@@ -86,6 +86,7 @@ class NameClassifier(pl.LightningModule):
             self.test_found = MetricCollection({"acc": MulticlassAccuracy(n, average="micro"),
                                                 "macro_f1": MulticlassF1Score(n, average="macro")})
             self.test_not_found = self.test_found.clone()
+            self.test_share_found = MeanMetric()  # how many of the test names the starting point's table holds
         self.val_acc_best = MaxMetric()
         self.val_acc_best.persistent(True)  # kept in checkpoints, so a resumed run remembers its best
         self.capture_next_step = False  # GradAccumulationLogger asks for it (capture_next) on the steps it inspects
@@ -189,6 +190,7 @@ class NameClassifier(pl.LightningModule):
                                       self.abstaining(tokens, lengths)))
             if self.known_names is not None:
                 _, found = self.known_names.lookup(self.net.transfer.as_pretrained(tokens), lengths)
+                self.test_share_found.update(found.float())
                 for subset, rows in ((self.test_found, found), (self.test_not_found, ~found)):
                     if rows.any():
                         subset.update(logits[rows], targets[rows])
@@ -227,6 +229,8 @@ class NameClassifier(pl.LightningModule):
                 for key, value in subset.compute().items():
                     self.log(f"test/{key}_{suffix}", value, sync_dist=True)
                 subset.reset()
+            self.log("test/share_in_pretrain", self.test_share_found.compute(), sync_dist=True)
+            self.test_share_found.reset()
         logits, targets, shares, abstaining = self.gather_test_outputs()
         if not len(targets):
             return

@@ -22,6 +22,7 @@ from nameorigin.training.card_sections import (
     ensemble_lines,
     fitted_on_lines,
     folder_source,
+    in_pretrain,
     label_source,
     name_source,
     people_weight,
@@ -149,7 +150,8 @@ def test_section(run: Run) -> list[str]:
         + (f"; over people ({people_weight(run.manifest['columns'])}) "
            f"{percent(metrics['test/acc_weighted'])}" if "test/acc_weighted" in metrics else "")
         + f"; macro-F1 {metrics.get('test/macro_f1', float('nan')):.3f}.",
-        *([f"- Test names found in names-dataset: accuracy {percent(metrics['test/acc_in_pretrain'])}, macro-F1 "
+        *([f"- {in_pretrain(metrics, run.manifest)} test names are found in names-dataset, whose surnames the "
+           f"starting point learnt from and looks up: accuracy {percent(metrics['test/acc_in_pretrain'])}, macro-F1 "
            f"{metrics['test/macro_f1_in_pretrain']:.3f}; not found: accuracy "
            f"{percent(metrics['test/acc_not_in_pretrain'])}, macro-F1 {metrics['test/macro_f1_not_in_pretrain']:.3f}."]
           if "test/acc_in_pretrain" in metrics else []),

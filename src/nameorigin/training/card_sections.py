@@ -58,6 +58,12 @@ def percent(value: Any) -> str:
     return "n/a" if value is None else f"{100 * float(value):.1f} %"
 
 
+def in_pretrain(metrics: dict[str, Any], manifest: dict) -> str:
+    """How many of the test names the starting point's table holds: "1,034 of 1,803 (57.3 %)"."""
+    share, size = metrics["test/share_in_pretrain"], manifest.get("sizes", {}).get("test")
+    return f"{round(share * size):,} of {size:,} ({percent(share)})" if size else percent(share)
+
+
 def name_source(columns: dict, rows: dict | None, join: str | None) -> str:
     """Where a table's names came from: one column, the parts' columns, or full names split by nameparser."""
     read = "glued into one string \"Given Family\"" if join == "space" else "a boundary token between the parts"
