@@ -80,8 +80,7 @@ class NameClassifier(pl.LightningModule):
         self.val_acc_any, self.test_acc_any = MeanMetric(), MeanMetric()
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_acc_weighted, self.test_acc_weighted = MeanMetric(), MeanMetric()  # with data.weight_column
-        # The share of people right on validation (a table with counts or shares): what such a table's run picks by.
-        self.val_person_acc = MeanMetric()
+        self.val_person_acc = MeanMetric()  # the share of people right: a count or share table's objective
         if transfer and transfer.known_names:  # test scores apart: names found in names-dataset and the others
             self.test_found = MetricCollection({"acc": MulticlassAccuracy(n, average="micro"),
                                                 "macro_f1": MulticlassF1Score(n, average="macro")})
