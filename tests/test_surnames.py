@@ -434,7 +434,7 @@ def test_on_a_table_with_counts_and_shares_validation_picks_by_the_share_of_peop
     table = gender_table(tmp_path / "first.csv")
     result = train(tmp_path, "data=table", f"data.path={table}", "data.name_column=first",
                    "data.share_columns=[F,M]", "data.weight_column=people", "data.label_name=gender",
-                   "model.label_smoothing=0", *TINY, "trainer.max_epochs=3", "margin.enabled=false",
+                   "model.label_smoothing=0", *TINY, "margin.enabled=false",
                    f"transfer.starting_point={published}", f"transfer.known_names_cache={cache}")
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(tmp_path)
