@@ -44,8 +44,10 @@ install-core: $(BIN)/.installed-core  ## create .venv and install what training 
 train: install-core  ## train.py with the defaults; ARGS adds overrides: ARGS="model.cell=lstm trainer.max_epochs=5"
 	$(BIN)/python train.py $(ARGS)
 
-pretrain: $(BIN)/.installed-surnames  ## once: the surnames model every later run tries on validation (data/pretrained/surnames.ckpt); ARGS adds overrides
-	$(BIN)/python train.py experiment=surnames_pretrain $(ARGS)
+pretrain: $(BIN)/.installed-surnames  ## once: the names-dataset model every later run tries on validation (data/pretrained/surnames.ckpt); ARGS adds overrides
+	@test -f data/first_names/gender.csv || $(BIN)/nameorigin first-names-table
+	@start=$$(date +%s); $(BIN)/python train.py experiment=surnames_pretrain $(ARGS) && \
+	echo "make pretrain took $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s"
 
 test: install  ## the whole suite, as CI runs it; TEST_WORKERS=0: serial; PYTEST_ARGS adds flags
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)

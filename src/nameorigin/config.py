@@ -371,9 +371,12 @@ class TableDataConfig(LoaderConfig):
                             "or weights")
 
 
+NAME_LISTS = ("last_names", "first_names")  # names-dataset's lists, each a pickle in the package
+
+
 @dataclass
 class SurnamesDataConfig(LoaderConfig):
-    """nameorigin.data.surnames.SurnamesDataModule: names-dataset's last names and their country shares."""
+    """nameorigin.data.surnames.SurnamesDataModule: names-dataset's names and their country shares."""
 
     _target_: str = "nameorigin.data.surnames.SurnamesDataModule"
     cache: str = "data/surnames"
@@ -381,12 +384,21 @@ class SurnamesDataConfig(LoaderConfig):
     split_fractions: list[float] = field(default_factory=lambda: [0.98, 0.01, 0.01])
     batch_size: int | None = 512
     label_name: str = "country"
+    sources: list[str] = field(default_factory=lambda: ["last_names"])  # and/or first_names
+    package: str | None = None  # a folder holding the lists' pickles; null: the installed names-dataset's own
+    min_char_names: int = 50  # with normalize=none: a character fewer names hold drops those names
+    # Runs (each a list of train.py overrides, "experiment=first_name_gender") whose validation and test names,
+    # and their spelling variants, the converted cache leaves out; a run whose table is not there is skipped.
+    leave_out_of: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         whole("data.limit", self.limit)
-        if self.normalize != Normalize.ascii:
-            raise UserError(f"data.normalize={self.normalize}: the surnames cache is folded to ASCII; use ascii")
+        whole("data.min_char_names", self.min_char_names, 1)
+        wrong = [s for s in self.sources if s not in NAME_LISTS]
+        if wrong or not self.sources or len(set(self.sources)) != len(self.sources):
+            raise UserError(f"data.sources={list(self.sources)}: list each of {', '.join(NAME_LISTS)} at most once")
+        self.sources = list(self.sources)
 
 
 @dataclass

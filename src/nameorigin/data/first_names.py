@@ -24,8 +24,7 @@ from pathlib import Path
 
 from nameorigin.base.atomic import write_atomically
 from nameorigin.base.digest import file_sha256
-from nameorigin.base.textnorm import MAX_NAME_LENGTH
-from nameorigin.data.surnames import NAME_PATTERN, fold, package_pickle
+from nameorigin.data.names_dataset import fold, package_pickle, well_formed
 
 GENDERS = ("F", "M")
 
@@ -45,7 +44,7 @@ def convert_first_names(out: Path, source: Path | None = None, sample: int | Non
         folded, gender = fold(name), info.get("gender") or {}
         if not folded.isascii():
             counts["dropped_other_script"] += 1
-        elif not NAME_PATTERN.match(folded) or len(folded) > MAX_NAME_LENGTH:
+        elif not well_formed(folded):
             counts["dropped_other_characters"] += 1
         elif not any(gender.get(g) for g in GENDERS):
             counts["dropped_no_gender"] += 1

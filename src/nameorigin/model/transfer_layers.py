@@ -51,10 +51,10 @@ class TransferLayers(nn.Module):
     def evidence(self, tokens: torch.Tensor, lengths: torch.Tensor,
                  boundaries: torch.Tensor | None = None) -> torch.Tensor | None:
         """Logits from the exact name's country shares, or None without a known-name table. A name of parts is
-        looked up by its family part (the surnames' table holds family names)."""
+        looked up by its parts where the table reads words, else by its family part (a surnames-only table)."""
         if self.known is None:
             return None
-        if boundaries is not None:
+        if boundaries is not None and not self.known.reads_words:
             seen = boundaries.long().cumsum(1)
             tokens = tokens * (seen == seen[:, -1:])  # what precedes the last boundary becomes padding
         return self.evidence_head(self.known(self.as_pretrained(tokens), lengths))

@@ -27,6 +27,7 @@ from nameorigin.fit.module import NameClassifier
 from nameorigin.fit.preemption import Preemption
 from nameorigin.fit.resume import carry_over, resolve_checkpoint
 from nameorigin.training import search, sizing
+from nameorigin.training.held_out import held_out_elsewhere
 from nameorigin.training.plan import RunPlan, changed, checked
 from nameorigin.training.starting_point import StartingPoint
 
@@ -63,7 +64,9 @@ def prepare(cfg: DictConfig, starting_point: StartingPoint | None = None) -> tup
         cfg = changed(cfg, point.encoder_settings(cfg.model, given.transfer_features))
         point.check_fits(checked(cfg))
         point = point.with_known_names(given.known_names_cache)
-    datamodule = build(cfg.data, "data", **({"pretrained_vocab": point.vocab} if point else {}))
+    datamodule = build(cfg.data, "data", **({"pretrained_vocab": point.vocab} if point else {}),
+                       **({"held_out_elsewhere": held_out_elsewhere(list(cfg.data.leave_out_of))}
+                          if cfg.data.get("leave_out_of") else {}))
     datamodule.prepare_data()
     datamodule.setup("fit")
     if getattr(datamodule, "setup_seconds", None):
