@@ -150,8 +150,9 @@ def test_section(run: Run) -> list[str]:
         + (f"; over people ({people_weight(run.manifest['columns'])}) "
            f"{percent(metrics['test/acc_weighted'])}" if "test/acc_weighted" in metrics else "")
         + f"; macro-F1 {metrics.get('test/macro_f1', float('nan')):.3f}.",
-        *([f"- {in_pretrain(metrics, run.manifest)} test names are found in names-dataset, whose surnames the "
-           f"starting point learnt from and looks up: accuracy {percent(metrics['test/acc_in_pretrain'])}, macro-F1 "
+        *([f"- {in_pretrain(metrics, run.manifest)} test names are found whole in names-dataset, whose names the "
+           f"starting point learnt from and looks up (less the runs' held-out names its pretraining left out, "
+           f"docs/pretraining.md): accuracy {percent(metrics['test/acc_in_pretrain'])}, macro-F1 "
            f"{metrics['test/macro_f1_in_pretrain']:.3f}; not found: accuracy "
            f"{percent(metrics['test/acc_not_in_pretrain'])}, macro-F1 {metrics['test/macro_f1_not_in_pretrain']:.3f}."]
           if "test/acc_in_pretrain" in metrics else []),
