@@ -181,9 +181,14 @@ def gender_details(metrics: dict, margin: dict) -> str:
     """Which candidate validation kept, and the margin on the shares the run fits."""
     text = ""
     if "transfer/chosen" in metrics:
-        kept = "the model from the surnames starting point" if metrics["transfer/chosen"] else "the plain model"
-        text += (f" Validation kept {kept} (accuracy {metrics['transfer/val_acc_transferred']:.4f} from the starting "
-                 f"point, {metrics['transfer/val_acc_plain']:.4f} plain).")
+        kept = "the model from the starting point" if metrics["transfer/chosen"] else "the plain model"
+        key, figure = (("val_person_acc", "share-weighted accuracy") if "transfer/val_person_acc_plain" in metrics
+                       else ("val_acc", "accuracy"))
+        text += (f" Validation kept {kept} ({figure} {metrics[f'transfer/{key}_transferred']:.4f} from the "
+                 f"starting point, {metrics[f'transfer/{key}_plain']:.4f} plain).")
+    if "test/share_in_pretrain" in metrics:
+        text += (f" {metrics['test/share_in_pretrain']:.1%} of the test names are among the names the starting "
+                 "point learnt from.")
     like = margin.get("like_for_like")
     if like:
         text += (f" Against a baseline fitted to the same shares, the share-weighted accuracy is "
@@ -338,8 +343,7 @@ def pretrain() -> str:
     metrics = found["figures"]["metrics"]
     return (f"`make pretrain` took {found['seconds'] / 60:.1f} minutes on 2 CPU cores, the gender table and the "
             f"conversion from the installed package included, and the country model scores top-1 "
-            f"{metrics['test/acc']:.4f} and top-5 {metrics['test/acc_top5']:.4f} on its test names "
-            f"(`python -m benchmarks.record pretrain -- {found['command']}`).\n")
+            f"{metrics['test/acc']:.4f} and top-5 {metrics['test/acc_top5']:.4f} on its test names.\n")
 
 
 def transfer_default() -> str:

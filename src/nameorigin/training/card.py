@@ -136,6 +136,20 @@ def data_section(run: Run) -> list[str]:
     ]
 
 
+def pretrain_line(metrics: dict[str, Any], manifest: dict) -> str:
+    """How many test names the starting point's table holds whole, and the accuracy on those and on the rest
+    (on the rest alone when it holds none: an empty subset has no accuracy)."""
+    found = (f"{in_pretrain(metrics, manifest)} test names are found whole in names-dataset, whose names the "
+             "starting point learnt from and looks up (less the runs' held-out names its pretraining left out, "
+             "docs/pretraining.md)")
+    rest = (f"accuracy {percent(metrics['test/acc_not_in_pretrain'])}, macro-F1 "
+            f"{metrics['test/macro_f1_not_in_pretrain']:.3f}")
+    if not metrics["test/share_in_pretrain"]:
+        return f"- {found}; on all of them: {rest}."
+    return (f"- {found}: accuracy {percent(metrics['test/acc_in_pretrain'])}, macro-F1 "
+            f"{metrics['test/macro_f1_in_pretrain']:.3f}; not found: {rest}.")
+
+
 def test_section(run: Run) -> list[str]:
     metrics, label, word, checkpoint = run.metrics, run.label, run.word, run.checkpoint
     root = run.manifest.get("root", "DIR")
@@ -150,12 +164,7 @@ def test_section(run: Run) -> list[str]:
         + (f"; over people ({people_weight(run.manifest['columns'])}) "
            f"{percent(metrics['test/acc_weighted'])}" if "test/acc_weighted" in metrics else "")
         + f"; macro-F1 {metrics.get('test/macro_f1', float('nan')):.3f}.",
-        *([f"- {in_pretrain(metrics, run.manifest)} test names are found whole in names-dataset, whose names the "
-           f"starting point learnt from and looks up (less the runs' held-out names its pretraining left out, "
-           f"docs/pretraining.md): accuracy {percent(metrics['test/acc_in_pretrain'])}, macro-F1 "
-           f"{metrics['test/macro_f1_in_pretrain']:.3f}; not found: accuracy "
-           f"{percent(metrics['test/acc_not_in_pretrain'])}, macro-F1 {metrics['test/macro_f1_not_in_pretrain']:.3f}."]
-          if "test/acc_in_pretrain" in metrics else []),
+        *([pretrain_line(metrics, run.manifest)] if "test/acc_in_pretrain" in metrics else []),
         *([f"- {weakest_line(run.label_rows, label)} Every {label}'s figures with their intervals: below."]
           if run.label_rows and weakest_line(run.label_rows, label) else []),
         *([f"- **Margin over the n-gram baseline** on these test names: {margin_line(checkpoint['margin'])}; "
