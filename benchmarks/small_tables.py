@@ -5,7 +5,7 @@ table) and of NaNa (full names -> nationality, its 20 largest), each run as a ne
   nameorigin first-names-table && nameorigin nana-table --fetch && make pretrain    # once
   python -m benchmarks.small_tables --json
 
-No sampled name is one of the pretraining's surnames, so no test name was seen by the starting point. Per table:
+No sampled name is one of the pretraining's names, so no test name was seen by the starting point. Per table:
 which model validation kept, test accuracy and macro-F1 beside the baseline's, the margin with its 95 % paired
 interval (on a share table also the like-for-like one), and the run's wall time.
 """
@@ -39,7 +39,7 @@ DEFAULT_TABLES = "first_name_gender,nana"
 
 
 def sample(source: Path, out: Path, surnames: set[str], label_column: str | None) -> Path:
-    """ROWS rows of `source` drawn with SEED, none whose name is a pretraining surname; with a label column, from
+    """ROWS rows of `source` drawn with SEED, none whose name is one of the pretraining's names; with a label column, from
     the rows with one label, among its LABELS most common."""
     with source.open(newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
