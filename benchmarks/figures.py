@@ -392,8 +392,9 @@ def transfer_tables() -> str:
 
 
 def small_table_row(name: str, t: dict, wall: str) -> str:
-    kept = f"transferred ({t['val_acc_transferred']:.4f} vs {t['val_acc_plain']:.4f})" if t["transferred"] \
-        else f"plain ({t['val_acc_plain']:.4f} vs {t['val_acc_transferred']:.4f})"
+    weighted = ", share-weighted" if t.get("objective") == "val/person_acc" else ""
+    kept = f"transferred ({t['val_acc_transferred']:.4f} vs {t['val_acc_plain']:.4f}{weighted})" if t["transferred"] \
+        else f"plain ({t['val_acc_plain']:.4f} vs {t['val_acc_transferred']:.4f}{weighted})"
     return (f"| {name} | {kept} | {t['test_acc']:.4f} | {t['baseline_acc']:.4f} | {points(t['margin'])} "
             f"{interval(t['interval'])} | {points(t['macro_f1_margin'])} | {wall} |")
 

@@ -39,8 +39,8 @@ DEFAULT_TABLES = "first_name_gender,nana"
 
 
 def sample(source: Path, out: Path, surnames: set[str], label_column: str | None) -> Path:
-    """ROWS rows of `source` drawn with SEED, none whose name is one of the pretraining's names; with a label column, from
-    the rows with one label, among its LABELS most common."""
+    """ROWS rows of `source` drawn with SEED, none whose name is one of the pretraining's names; with a label
+    column, from the rows with one label, among its LABELS most common."""
     with source.open(newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         header, rows = reader.fieldnames, [row for row in reader if row["name"].lower() not in surnames]
@@ -70,8 +70,11 @@ def run_table(path: Path, settings: list[str]) -> dict:
     metrics, margin = written["metrics"], written["margin"]
     figures = {"rows": ROWS, "wall_s": round(time.perf_counter() - start, 1),
                "transferred": bool(metrics.get("transfer/chosen")),
-               "val_acc_plain": metrics.get("transfer/val_acc_plain"),
-               "val_acc_transferred": metrics.get("transfer/val_acc_transferred"),
+               # The run's objective's figure: share-weighted accuracy on a share table, else accuracy.
+               "objective": "val/person_acc" if "transfer/val_person_acc_plain" in metrics else "val/acc",
+               "val_acc_plain": metrics.get("transfer/val_acc_plain", metrics.get("transfer/val_person_acc_plain")),
+               "val_acc_transferred": metrics.get("transfer/val_acc_transferred",
+                                                  metrics.get("transfer/val_person_acc_transferred")),
                "test_acc": metrics["test/acc"], "test_macro_f1": metrics["test/macro_f1"],
                "baseline_acc": margin["baseline_acc"], "baseline_macro_f1": margin["baseline_macro_f1"],
                "margin": 100 * margin["margin"], "interval": [100 * x for x in margin["interval"]],
