@@ -149,8 +149,8 @@ def convert(cache: Path, source: Path | None = None, recipe: Recipe | None = Non
     """Read the package's pickles and write the npz + json cache. Returns the json's content. `source`: the last
     names' pickle (tests); `files`: a pickle per source."""
     recipe = recipe or Recipe()
-    files = {**{s: package_pickle(SOURCES[s]) for s in recipe.sources if s not in (files or {})
-                and not (source and s == "last_names")}, **(files or {}), **({"last_names": source} if source else {})}
+    given = {**(files or {}), **({"last_names": source} if source else {})}
+    files = {s: given.get(s) or package_pickle(SOURCES[s]) for s in recipe.sources}
     counts: Counter = Counter()
     merged = read_lists(recipe, files, counts)
     countries = sorted({code for shares in merged.values() for code in shares})

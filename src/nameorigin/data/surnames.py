@@ -38,11 +38,8 @@ class Surnames:
             raise UserError(f"{setting}: {meta_path} does not exist: run python train.py "
                             "experiment=surnames_pretrain once (make pretrain), which converts the names-dataset "
                             "names")
-        if not meta_path.is_file() or (recipe and json.loads(meta_path.read_text()).get("recipe",
-                                                                                        Recipe().record())
-                                       != recipe.record()):
-            convert(cache, recipe=recipe, files={source: Path(package, SOURCES[source]) for source in
-                                                 (recipe or Recipe()).sources} if package else None)
+        if recipe is not None or not meta_path.is_file():  # without a recipe, whatever the cache holds is read
+            ensure_converted(cache, recipe or Recipe(), package)
         self.record = json.loads(meta_path.read_text())
         if not npz.is_file() or file_sha256(npz) != self.record["sha256"]:
             raise UserError(f"{setting}: {npz} is missing or does not match its sha256 in {meta_path.name}: "
@@ -60,6 +57,16 @@ class Surnames:
         dense = torch.zeros(len(rows), len(self.countries) + 1)
         index = self.top_index[rows].clamp(max=len(self.countries))
         return dense.scatter_add_(1, index, self.top_share[rows])[:, :-1]
+
+
+def ensure_converted(cache: Path, recipe: Recipe, package: str | None = None) -> None:
+    """Convert the cache when it is missing or holds another recipe (from the pickles in `package`, else the
+    installed names-dataset's), without loading it."""
+    meta_path = cache / f"{recipe.stem}.json"
+    if meta_path.is_file() and json.loads(meta_path.read_text()).get("recipe", Recipe().record()) == recipe.record():
+        return
+    convert(cache, recipe=recipe, files={source: Path(package, SOURCES[source]) for source in recipe.sources}
+            if package else None)
 
 
 class EncodedSurnames(EncodedRows):
@@ -107,7 +114,7 @@ class SurnamesDataModule(BucketedDataModule):
 
     def prepare_data(self) -> None:
         """Convert the package's files once (rank 0 only under DDP; the others then read the cache)."""
-        Surnames(self.cache, recipe=self.recipe, package=self.config.package)
+        ensure_converted(self.cache, self.recipe, self.config.package)
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
