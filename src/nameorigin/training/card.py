@@ -90,11 +90,11 @@ def model_section(run: Run) -> list[str]:
         + (" (at the end of its search range: validation gave too little to calibrate on, no errors or hardly a "
            "right answer, so treat the probabilities as rough)."
            if calibration and calibration.temperature_at_bound else "."),
-        *([f"- Fine-tuned from `{model['init_from']}` (surnames pretraining): its embedding and cell start this "
-           "model" + ("; its country distribution is an input of the language head"
+        *([f"- Fine-tuned from `{model['init_from']}` (the names-dataset pretraining): its embedding and cell start "
+           "this model" + ("; its country distribution is an input of the language head"
                       if transfer.get("source_classes") else "")
            + (f"; the exact name's country shares are evidence when names-dataset holds the name "
-              f"({transfer['known_names']:,} surnames" + (f", through a hidden layer of {model['evidence_hidden']}"
+              f"({transfer['known_names']:,} names" + (f", through a hidden layer of {model['evidence_hidden']}"
                                                          if model["evidence_hidden"] else "") + ")"
               if transfer.get("known_names") else "") + "."]
           if model["init_from"] else []),

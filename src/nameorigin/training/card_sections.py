@@ -156,8 +156,8 @@ def transfer_lines(metrics: dict[str, Any]) -> list[str]:
         return []
     words, plain_score, transferred_score = scores
     kept = "the transferred model" if metrics["transfer/chosen"] else "the plain model (no outside data in it)"
-    return [f"- Outside data tried: the surnames model `make pretrain` builds from names-dataset's last names and "
-            f"their country shares. Validation kept {kept}: {words} {plain_score:.4f} plain, "
+    return [f"- Outside data tried: the starting point `make pretrain` builds from names-dataset's names and their "
+            f"country shares. Validation kept {kept}: {words} {plain_score:.4f} plain, "
             f"{transferred_score:.4f} transferred, after "
             f"{metrics['transfer/fit_s_plain']:.0f} s and {metrics['transfer/fit_s_transferred']:.0f} s of training."]
 
