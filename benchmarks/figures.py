@@ -207,16 +207,25 @@ def at_k(precision: dict) -> list[float]:
 
 
 def nana_rows() -> list[tuple[str, list[float], float | None, bool]]:
-    """The NaNa table's rows: name, precision@1..5 in %, macro-F1, bold."""
+    """The NaNa table's rows: name, precision@1..5 in %, macro-F1, bold. The run's margin and `evaluate --baseline`
+    share one row where they fitted the same baseline to the same figures."""
     run, later = result("nana"), result("nana_baseline")["baseline"]
     margin, served = run["margin"], "transferred" if run["metrics"].get("transfer/chosen") else "plain"
-    return [("name2nat 0.5.1 (its README; random split of samples)", list(NAME2NAT_AT_K), None, False),
-            (f"{BASELINES[margin['kind']]}, same split (the run's margin)", at_k(margin["baseline_precision_at"]),
-             margin["baseline_macro_f1"], False),
-            (f"{BASELINES[later['kind']]}, same split (`evaluate --baseline {later['kind']}`)",
-             at_k(later["baseline_precision_at"]), later["baseline_macro_f1"], False),
+    if same_baseline(margin, later):
+        baselines = [(f"{BASELINES[margin['kind']]}, same split (the run's margin and `evaluate --baseline "
+                      f"{later['kind']}`)", at_k(margin["baseline_precision_at"]), margin["baseline_macro_f1"], False)]
+    else:
+        baselines = [(f"{BASELINES[margin['kind']]}, same split (the run's margin)",
+                      at_k(margin["baseline_precision_at"]), margin["baseline_macro_f1"], False),
+                     (f"{BASELINES[later['kind']]}, same split (`evaluate --baseline {later['kind']}`)",
+                      at_k(later["baseline_precision_at"]), later["baseline_macro_f1"], False)]
+    return [("name2nat 0.5.1 (its README; random split of samples)", list(NAME2NAT_AT_K), None, False), *baselines,
             (f"**nameorigin `experiment=nana`** (the {served} model, validation's pick)",
              at_k(margin["model_precision_at"]), margin["model_macro_f1"], True)]
+
+
+def same_baseline(margin: dict, later: dict) -> bool:
+    return margin["kind"] == later["kind"] and margin["baseline_precision_at"] == later["baseline_precision_at"]
 
 
 def nana() -> str:
@@ -230,10 +239,12 @@ def nana() -> str:
 
 def nana_margins() -> str:
     margin, later = result("nana")["margin"], result("nana_baseline")["baseline"]
+    other = "" if same_baseline(margin, later) else (
+        f" and the {BASELINES[later['kind']]} by {points(100 * later['margin'])} "
+        f"{interval([100 * x for x in later['interval']])}")
     return (f"The model leads the {BASELINES[margin['kind']]} by {points(100 * margin['margin'])} points of "
-            f"precision@1 (95 % paired bootstrap {interval([100 * x for x in margin['interval']])}) and the "
-            f"{BASELINES[later['kind']]} by {points(100 * later['margin'])} "
-            f"{interval([100 * x for x in later['interval']])}, on the same {margin['size']:,} test pairs.\n")
+            f"precision@1 (95 % paired bootstrap {interval([100 * x for x in margin['interval']])}){other}, on the "
+            f"same {margin['size']:,} test pairs.\n")
 
 
 def nana_run() -> str:
@@ -241,14 +252,23 @@ def nana_run() -> str:
     found = json.loads((RESULTS / "nana.json").read_text())
     metrics, margin = found["figures"]["metrics"], found["figures"]["margin"]
     later = json.loads((RESULTS / "nana_baseline.json").read_text())
-    served = "the plain model" if not metrics.get("transfer/chosen") else "the model from the surnames starting point"
+    served = "the plain model" if not metrics.get("transfer/chosen") else "the transferred model"
     return (f"The recorded run took {found['seconds'] / 60:.0f} minutes on {found['machine'].split(', ')[1]}: two "
             f"candidates on the same split, validation accuracy {metrics['transfer/val_acc_plain']:.4f} plain and "
-            f"{metrics['transfer/val_acc_transferred']:.4f} from the surnames starting point "
+            f"{metrics['transfer/val_acc_transferred']:.4f} from the names-dataset starting point "
             f"({metrics['transfer/fit_s_plain'] / 60:.0f} and {metrics['transfer/fit_s_transferred'] / 60:.0f} "
             f"minutes of training), so {served} is served; its margin step fitted the {BASELINES[margin['kind']]} "
             f"baseline in {margin['seconds'] / 60:.0f} minutes. `nameorigin evaluate --baseline ngram` on its "
-            f"checkpoint took {later['seconds'] / 60:.0f} minutes.\n")
+            f"checkpoint took {later['seconds'] / 60:.0f} minutes." + found_whole(metrics) + "\n")
+
+
+def found_whole(metrics: dict) -> str:
+    """The run's test names that names-dataset holds whole, and its accuracy on them and on the rest."""
+    if "test/share_in_pretrain" not in metrics:
+        return ""
+    return (f" {100 * metrics['test/share_in_pretrain']:.1f} % of the test names are found whole in names-dataset "
+            f"(`test/share_in_pretrain`): P@1 {100 * metrics['test/acc_in_pretrain']:.1f} % on those, "
+            f"{100 * metrics['test/acc_not_in_pretrain']:.1f} % on the rest.")
 
 
 def nana_at_k() -> str:
