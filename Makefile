@@ -50,10 +50,10 @@ pretrain: $(BIN)/.installed-surnames  ## once: the names-dataset model every lat
 	echo "make pretrain took $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s"
 
 test: install  ## the whole suite, as CI runs it; TEST_WORKERS=0: serial; PYTEST_ARGS adds flags
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 test-fast: install  ## the suite without the slow tests, the loop while working (PYTEST_ARGS adds flags)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not slow" $(PYTEST_ARGS)
 
 lint: install  ## ruff, the import contract (layers run one way), no repeated code in src/ (pylint), the docs' figures current (cog)
 	$(BIN)/ruff check .

@@ -41,11 +41,13 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(threads)
         threadpool_limits(threads)  # the BLAS libraries already loaded; those loaded later read the variables
 
-# The longest files first: pytest-xdist hands out whole files (--dist loadfile), so a long file drawn last keeps
-# one worker busy after the other has finished.
-LONGEST_FIRST = ("test_real_corpus.py", "test_surnames.py", "test_config.py", "test_train.py", "test_refit.py",
-                 "test_table_shares.py", "test_explain.py", "test_abstain.py", "test_reliability.py",
-                 "test_directions.py", "test_model.py")
+# The longest files first (their summed test times, longest first): pytest-xdist hands out whole files (--dist
+# loadfile, with --no-loadscope-reorder so that it keeps this order rather than putting the files of many tests
+# first), so a long file drawn last keeps one worker busy after the other has finished. The two files that read
+# the shared parts runs are apart, so that one worker does not wait on the other's lock.
+LONGEST_FIRST = ("test_real_corpus.py", "test_surnames.py", "test_audit.py", "test_config.py", "test_reliability.py",
+                 "test_name_parts.py", "test_train.py", "test_predict.py", "test_directions.py", "test_scripts.py",
+                 "test_ensemble.py", "test_serve.py", "test_search.py", "test_ray_data.py", "test_full_disk.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

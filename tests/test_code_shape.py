@@ -85,9 +85,9 @@ def duplicates(folder: Path) -> str:
     return result.stdout
 
 
-@pytest.mark.slow
-def test_make_lints_clone_check_finds_none_in_src_and_finds_a_planted_copy(tmp_path):
-    assert "R0801" not in duplicates(PACKAGE)
+def test_make_lints_clone_check_finds_a_planted_copy(tmp_path):
+    """The check can fail: two modules sharing six lines are reported. Its run over src/ is make lint's (CI's
+    first step), not repeated here."""
     logic = "\n".join(f"    total = total * {i} + len(name)" for i in range(6))
     for module in ("first", "second"):
         (tmp_path / f"{module}.py").write_text(f"def {module}(name):\n    total = 0\n{logic}\n    return total\n")
