@@ -366,6 +366,15 @@ def pretrain() -> str:
             f"{metrics['test/acc']:.4f} and top-5 {metrics['test/acc_top5']:.4f} on its test names.\n")
 
 
+def pretrain_hidden() -> str:
+    """The pretraining's hidden size, two sizes side by side for one epoch each on one machine."""
+    runs = {size: recorded(f"pretrain_hidden_{size}")["figures"]["metrics"] for size in (256, 384)}
+    said = ", ".join(f"{m['val/acc']:.4f} at {size} ({m['time/train_epoch_s']:.0f} s)" for size, m in runs.items())
+    return (f"Hidden size, one epoch each on one machine (`docs/results/pretrain_hidden_<size>.json`: "
+            f"`model.hidden_size=<size> trainer.max_epochs=1`): validation top-1 {said}. Five epochs at 384 would "
+            f"pass `make pretrain`'s 20 minutes, and transferred runs inherit the size: 256 stays.\n")
+
+
 def transfer_default() -> str:
     run, plain = recorded("default_run"), recorded("default_run_plain")
     metrics, margin = run["figures"]["metrics"], run["figures"]["margin"]
@@ -525,7 +534,7 @@ def name_parts() -> str:
 BLOCKS: dict[str, Callable[[], str]] = {
     "default_run": default_run, "headline": headline, "nine_runs": nine_runs, "seeds": seeds,
     "gender": gender, "nana": nana, "nana_at_k": nana_at_k,
-    "nana_run": nana_run,
+    "nana_run": nana_run, "pretrain_hidden": pretrain_hidden,
     "score_scale": score_scale, "composition": composition, "gradient_check": gradient_check,
     "set_kinds": set_kinds, "h200": h200, "serve_load": serve_load, "ray": ray, "pretrain": pretrain,
     "transfer_default": transfer_default, "transfer_tables": transfer_tables, "ema": ema, "ensemble": ensemble,
