@@ -17,6 +17,7 @@ from pathlib import Path
 from benchmarks.defaults import check
 from nameorigin.evaluation.margin import BASELINE_NAMES
 from nameorigin.fit.timing import fit_seconds, step_seconds
+from nameorigin.training.transfer import compared
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 
@@ -182,10 +183,10 @@ def gender_details(metrics: dict, margin: dict) -> str:
     text = ""
     if "transfer/chosen" in metrics:
         kept = "the model from the starting point" if metrics["transfer/chosen"] else "the plain model"
-        key, figure = (("val_person_acc", "share-weighted accuracy") if "transfer/val_person_acc_plain" in metrics
-                       else ("val_acc", "accuracy"))
-        text += (f" Validation kept {kept} ({figure} {metrics[f'transfer/{key}_transferred']:.4f} from the "
-                 f"starting point, {metrics[f'transfer/{key}_plain']:.4f} plain).")
+        objective, plain, transferred = compared(metrics)
+        figure = "share-weighted accuracy" if objective == "val/person_acc" else "accuracy"
+        text += (f" Validation kept {kept} ({figure} {transferred:.4f} from the starting point, {plain:.4f} "
+                 "plain).")
     if "test/share_in_pretrain" in metrics:
         text += (f" {metrics['test/share_in_pretrain']:.1%} of the test names are among the names the starting "
                  "point learnt from.")

@@ -346,7 +346,7 @@ def test_pretraining_under_ddp_cpu_on_a_sample_tests_like_one_process(tiny_surna
 @pytest.mark.slow
 def test_real_package_converts_with_the_documented_counts(tmp_path):
     """The first names of the installed package in every alphabet (the last names convert alike, at twice the
-    time): docs/pretraining.md's counts of its lists and of what the recipe drops."""
+    time): docs/pretraining.md's count of the first names, and the letters beyond ASCII kept."""
     pytest.importorskip("names_dataset")
     from nameorigin.data.names_dataset import Recipe
 

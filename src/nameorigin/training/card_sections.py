@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nameorigin.config import OBJECTIVES
 from nameorigin.data.corpus import shipped_corpus
 from nameorigin.model.artifacts import Calibration
 from nameorigin.training import transfer
@@ -154,10 +155,10 @@ def transfer_lines(metrics: dict[str, Any]) -> list[str]:
     scores = transfer.compared(metrics)
     if scores is None:
         return []
-    words, plain_score, transferred_score = scores
+    objective, plain_score, transferred_score = scores
     kept = "the transferred model" if metrics["transfer/chosen"] else "the plain model (no outside data in it)"
     return [f"- Outside data tried: the starting point `make pretrain` builds from names-dataset's names and their "
-            f"country shares. Validation kept {kept}: {words} {plain_score:.4f} plain, "
+            f"country shares. Validation kept {kept}: {OBJECTIVES[objective]} {plain_score:.4f} plain, "
             f"{transferred_score:.4f} transferred, after "
             f"{metrics['transfer/fit_s_plain']:.0f} s and {metrics['transfer/fit_s_transferred']:.0f} s of training."]
 

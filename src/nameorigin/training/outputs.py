@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from nameorigin.base.atomic import write_atomically
+from nameorigin.config import OBJECTIVES
 from nameorigin.evaluation.margin import margin_line
 from nameorigin.fit.checkpointing import Served
 from nameorigin.fit.module import NameClassifier
@@ -91,8 +92,8 @@ def report(metrics: dict[str, Any], output_dir: Path, margin: dict | None = None
     scores = transfer.compared(metrics)
     if scores:
         kept = "the model from the surnames starting point" if metrics["transfer/chosen"] else "the plain model"
-        words, plain_score, transferred_score = scores
-        on = "" if words == "accuracy" else f"{words} "
+        objective, plain_score, transferred_score = scores
+        on = "" if objective == "val/acc" else f"{OBJECTIVES[objective]} "
         lines.append(f"  transfer         validation kept {kept} ({on}{transferred_score:.4f} from the starting "
                      f"point, {plain_score:.4f} plain)")
     transfer_note = transfer_note or {}

@@ -96,11 +96,11 @@ def figure_key(objective: str, candidate: str) -> str:
 
 
 def compared(metrics: dict[str, Any]) -> tuple[str, float, float] | None:
-    """The objective validation compared the candidates on, in words, and the plain and transferred figures; None
-    when the run compared no candidates."""
-    for objective, words in OBJECTIVES.items():
+    """The objective validation compared the candidates on (a key of OBJECTIVES), and the plain and transferred
+    figures; None when the run compared no candidates."""
+    for objective in OBJECTIVES:
         if figure_key(objective, "plain") in metrics:
-            return words, metrics[figure_key(objective, "plain")], metrics[figure_key(objective, "transferred")]
+            return objective, metrics[figure_key(objective, "plain")], metrics[figure_key(objective, "transferred")]
     return None
 
 
