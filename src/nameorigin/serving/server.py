@@ -31,6 +31,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from nameorigin.base.digest import file_sha256
+from nameorigin.serving.body_limit import BodyLimit
 from nameorigin.serving.options import PredictOptions, option_fields
 from nameorigin.serving.predict import Predictor
 from nameorigin.serving.prior import check_estimable
@@ -227,12 +228,13 @@ def build_server(model: str | Path, settings: ServerSettings | None = None) -> l
     predictor = Predictor.load(model)
     PredictRequest.checks = RequestChecks(predictor, settings.max_names)
     identity = model_identity(model, predictor)
-    middlewares = [(ApiKeyOnPredict, {"key": settings.api_key})] if settings.api_key else []
+    middlewares: list = [(BodyLimit, {"max_bytes": settings.max_body_bytes})]
+    middlewares += [(ApiKeyOnPredict, {"key": settings.api_key})] if settings.api_key else []
     card = predictor.model_card or ""
     levels = sorted(float(level) for level in (predictor.calibration.conformal or {}))
     api = NameAPI(str(model), identity, settings.threads, settings.max_batch_size, settings.batch_timeout)
     server = ls.LitServer(api, accelerator="cpu", devices=1, workers_per_device=settings.workers,
-                          timeout=settings.timeout, max_payload_size=settings.max_body_bytes, middlewares=middlewares,
+                          timeout=settings.timeout, max_payload_size=None, middlewares=middlewares,
                           model_metadata={**identity, "card": card, "coverage_levels": levels})
     app = server.app
     app.router.routes = [route for route in app.router.routes if getattr(route, "path", None) != "/"]
