@@ -143,9 +143,23 @@ def test_a_run_mixes_its_parts_and_states_its_margin_everywhere(confusable, tmp_
     assert "margin           " in results and "95% paired interval" in results
     assert "Margin over the n-gram baseline" in refit["model_card"] and "Two parts" in refit["model_card"]
     assert refit["linear_part"]["network_weight"] == mixture["network_weight"]
-    # Its baseline is the linear part the run fitted and mixed in (the refit's, on train + validation): no second
-    # fit of another model.
-    assert (margin["kind"], margin["setting"]) == ("linear_part", f"penalty={mixture['penalty']:g}")
+    # Its baseline is the stronger on validation of the linear part the run fitted and mixed in (the refit's, on
+    # train + validation: not fitted again) and the tuned TF-IDF LR; the other is named beside it.
+    sides = {margin["kind"]: (margin["setting"], margin["baseline_val_acc"]),
+             margin["weaker"]["kind"]: (margin["weaker"]["setting"], margin["weaker"]["val_acc"])}
+    assert set(sides) == {"linear_part", "lr"}
+    assert sides["linear_part"][0] == f"penalty={mixture['penalty']:g}"
+    assert sides["linear_part"][1] == pytest.approx(mixture["val_acc"]["linear"], abs=1e-9)
+    assert margin["baseline_val_acc"] >= margin["weaker"]["val_acc"]
+    assert "this baseline was picked on validation over the " in results
+    # The network alone: the served model with its n-gram table (the linear part mixed in) emptied.
+    alone = Predictor.load(run / "checkpoints" / "refit.ckpt")
+    with torch.no_grad():
+        alone.net.ngram.weight.zero_()
+    test_truth = torch.tensor([data.labels.index(label) for _, label in data.splits["test"]])
+    probs = alone.probabilities([alone.encode(name)[0] for name, _ in data.splits["test"]])
+    assert margin["network_alone"]["acc"] == pytest.approx(float((probs.argmax(1) == test_truth).double().mean()))
+    assert f"test/acc_network_alone {margin['network_alone']['acc']:.4f}" in results
     assert margin["trained_on"] == "train+val"
     assert nameorigin(["evaluate", str(run / "checkpoints" / "refit.ckpt"), str(corpus)]) == 0
     assert "margin measured when the run ended: " in capsys.readouterr().out

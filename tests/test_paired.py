@@ -166,3 +166,27 @@ def test_the_runs_margin_ranks_both_sides_when_the_baseline_ranks():
     result = ranked_precision(logits, truth, ["a", "b", "c"], {"precision_at": {1: 0.25, 2: 0.5, 3: 1.0}})
     assert result["model_precision_at"] == {"1": 0.5, "2": 0.75, "3": 1.0}  # keys as the JSON gives them back
     assert result["baseline_precision_at"] == {"1": 0.25, "2": 0.5, "3": 1.0}
+
+
+def test_the_margin_is_stated_over_the_stronger_baseline_on_validation(monkeypatch):
+    """The run's own baseline against the tuned TF-IDF LR: the higher validation accuracy is stated, the other kept
+    beside it; a tie keeps the run's own; past LR_PAST the LR is not fitted."""
+    from nameorigin.evaluation import margin
+
+    stems = (("kowal", "Polish"), ("nakam", "Japanese"), ("smith", "English"))
+    tails = ("a", "ski", "ura", "son", "i", "o", "er", "y", "an", "ek")
+    pairs = [(f"{stem}{tail}", lang) for stem, lang in stems for tail in tails]
+    splits = {"train": pairs[::2], "val": pairs[1::4], "test": pairs[3::4]}
+    lr = margin.fitted_baseline("lr", splits, refit=False)
+
+    def own(val_acc: float) -> dict:
+        return {"setting": "penalty=1e-05", "val_acc": val_acc, "test_acc": 0.5}
+
+    kind, stated = margin.stronger_on_validation("linear_part", own(lr["val_acc"] - 0.01), splits, refitted=False)
+    assert kind == "lr" and stated["setting"] == lr["setting"]
+    assert stated["weaker"] == {"kind": "linear_part", "setting": "penalty=1e-05", "val_acc": lr["val_acc"] - 0.01,
+                                "test_acc": 0.5}
+    kind, stated = margin.stronger_on_validation("linear_part", own(lr["val_acc"]), splits, refitted=False)
+    assert kind == "linear_part" and stated["weaker"]["kind"] == "lr" and stated["weaker"]["setting"] == lr["setting"]
+    monkeypatch.setattr(margin, "LR_PAST", len(splits["train"]) * 3 - 1)
+    assert margin.stronger_on_validation("ngram", own(0.0), splits, refitted=False) == ("ngram", own(0.0))

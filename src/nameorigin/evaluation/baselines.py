@@ -48,9 +48,10 @@ def fit_tfidf_baseline(splits: dict[str, list[tuple[str, str]]], refit: bool = F
         best = LogisticRegression(C=best.C, max_iter=2000).fit(both, gold["train"] + gold["val"])
         features["test"] = vectorizer.transform(text["test"])
     predicted = best.predict(features["test"])
-    return {"C": best.C, "setting": f"C={best.C:g}", "val_acc": val_acc, "trained_on": TRAINED_ON if refit else "train",
-            "test_acc": accuracy_score(gold["test"], predicted),
-            "test_macro_f1": f1_score(gold["test"], predicted, average="macro"), "seconds": time.time() - start,
+    # plain floats: the margin's figures go into checkpoints read with weights_only=True
+    return {"C": float(best.C), "setting": f"C={best.C:g}", "val_acc": float(val_acc),
+            "trained_on": TRAINED_ON if refit else "train", "test_acc": float(accuracy_score(gold["test"], predicted)),
+            "test_macro_f1": float(f1_score(gold["test"], predicted, average="macro")), "seconds": time.time() - start,
             "test_predictions": [str(p) for p in predicted]}
 
 

@@ -9,14 +9,16 @@ import torch
 
 
 @torch.no_grad()
-def logits_in_order(net: Any, dataset: Any, decided: bool = True, batch_size: int = 1024) -> torch.Tensor:
-    """The network's logits (decided, or before the decision layer) for every row of a split, in its own order."""
+def logits_in_order(net: Any, dataset: Any, decided: bool = True, batch_size: int = 1024,
+                    recurrent_only: bool = False) -> torch.Tensor:
+    """The network's logits (decided, or before the decision layer) for every row of a split, in its own order;
+    recurrent_only: its recurrent part's alone (CharRNN.readout)."""
     net.eval()
     device, parts = next(net.parameters()).device, []
     for start in range(0, len(dataset), batch_size):
         _, tokens, lengths = dataset.rows(list(range(start, min(start + batch_size, len(dataset)))))
         tokens, lengths = tokens.to(device), lengths.to(device)
-        logits = net.raw_logits(tokens, lengths)
+        logits = net.raw_logits(tokens, lengths, recurrent_only) if recurrent_only else net.raw_logits(tokens, lengths)
         parts.append((net.decide(logits) if decided else logits).float().cpu())
     return torch.cat(parts)
 

@@ -182,13 +182,18 @@ class CharRNN(nn.Module):
                                       batch_sizes, self.product_dtype)[unsort])
         return states[0] if len(states) == 1 else torch.cat(states, dim=-1)
 
-    def readout(self, h: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """Raw logits from the last state (and, for the n-gram head and known names, the tokens)."""
+    def readout(self, h: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor,
+                recurrent_only: bool = False) -> torch.Tensor:
+        """Raw logits from the last state (and, for the n-gram head and known names, the tokens). recurrent_only:
+        the recurrent part's logits alone, without the n-gram head (and the linear part mixed into it) or the
+        known-name evidence: what the network learnt by itself."""
         features, boundaries = self.dropout(h), self.boundaries(tokens)
         source = self.transfer.features(h, tokens, lengths, boundaries) if self.transfer is not None else None
         if source is not None:
             features = torch.cat([features, source], dim=-1)
         logits = self.head(features)
+        if recurrent_only:
+            return logits
         if self.ngram is not None:
             logits = logits + self.ngram(tokens, lengths, boundaries)
         evidence = self.transfer.evidence(tokens, lengths, boundaries) if self.transfer is not None else None
@@ -198,9 +203,9 @@ class CharRNN(nn.Module):
         """[B, T] where a name of parts has a boundary; None for a model of one string."""
         return tokens == self.boundary if self.boundary >= 0 else None
 
-    def raw_logits(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    def raw_logits(self, tokens: torch.Tensor, lengths: torch.Tensor, recurrent_only: bool = False) -> torch.Tensor:
         """The logits before the decision layer, in any mode."""
-        return self.readout(self.encode(tokens, lengths), tokens, lengths)
+        return self.readout(self.encode(tokens, lengths), tokens, lengths, recurrent_only)
 
     def decide(self, logits: torch.Tensor) -> torch.Tensor:
         """The decision layer: adjusted for the class prior, then temperature-scaled."""

@@ -18,7 +18,7 @@ from pytorch_lightning.callbacks import LearningRateMonitor
 
 from nameorigin.base.checkpoint_io import load_checkpoint
 from nameorigin.base.errors import UserError
-from nameorigin.evaluation.margin import fits_shares_or_weights
+from nameorigin.evaluation.like_for_like import fits_shares_or_weights
 from nameorigin.fit import graphed
 from nameorigin.fit.callbacks import GradAccumulationLogger
 from nameorigin.fit.checkpointing import AtomicCheckpointIO, RNGState, Served
