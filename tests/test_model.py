@@ -299,6 +299,22 @@ def test_ngram_head_adds_to_logits_and_eval_applies_the_decision_layer():
     assert model.ngram.weight.grad.abs().sum() > 0
 
 
+def test_ngram_dropout_leaves_out_n_grams_in_training_alone_and_keeps_the_sum_on_average():
+    torch.manual_seed(0)
+    model = char_rnn(12, 5, hidden_size=8, embedding_dim=4, ngram_buckets=64, ngram_max=3, ngram_dropout=0.5)
+    tokens, lengths = batch()
+    with torch.no_grad():
+        model.ngram.weight.normal_()
+        full = model.eval().ngram(tokens, lengths)
+        assert torch.equal(model.ngram(tokens, lengths), full)  # evaluation and export read every n-gram
+        model.train()
+        draws = torch.stack([model.ngram(tokens, lengths) for _ in range(4000)])
+    assert not torch.equal(draws[0], full) and not torch.equal(draws[0], draws[1])
+    torch.testing.assert_close(draws.mean(0), full, atol=0.15, rtol=0.0)
+    with pytest.raises(UserError, match="model.ngram_dropout"):
+        NetConfig(ngram_dropout=1.0)
+
+
 def test_logit_adjustment_offsets_by_the_log_prior():
     from nameorigin.fit.module import NameClassifier
 

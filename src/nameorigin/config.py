@@ -149,6 +149,9 @@ class NetConfig:
     ngram_max: int | None = field(default=4, metadata=HEAD)
     dropout: float | None = 0.3
     input_dropout: float = 0.0
+    # in training, each n-gram of a name left out of the n-gram head's sum with this chance (the rest scaled up):
+    # the head cannot carry a name on the few n-grams only it has, so the recurrent part learns it too
+    ngram_dropout: float = 0.0
     impl: Impl | None = Impl.autograd
 
     def __post_init__(self) -> None:
@@ -162,6 +165,7 @@ class NetConfig:
         whole("model.ngram_max", self.ngram_max, 1)
         rate("model.dropout", self.dropout)
         rate("model.input_dropout", self.input_dropout)
+        rate("model.ngram_dropout", self.ngram_dropout, 0.0, 0.99)
         whole("model.layers", self.layers, 1)
         if self.impl == Impl.triton and self.layers > 1:
             raise UserError(f"model.impl=triton runs one layer (model.layers={self.layers}): use model.impl=bptt")

@@ -57,12 +57,16 @@ def ngram_ids(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, max_
 class NgramHead(nn.Module):
     """Sum of one learned score vector per hashed n-gram: a linear n-gram classifier trained with the RNN."""
 
-    def __init__(self, vocab_size: int, num_classes: int, buckets: int, max_n: int):
+    def __init__(self, vocab_size: int, num_classes: int, buckets: int, max_n: int, dropout: float = 0.0):
         super().__init__()
-        self.vocab_size, self.buckets, self.max_n = vocab_size, buckets, max_n
+        self.vocab_size, self.buckets, self.max_n, self.dropout = vocab_size, buckets, max_n, dropout
         self.weight = nn.Parameter(torch.zeros(buckets, num_classes))  # starts silent: the RNN leads at first
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor,
                 boundaries: torch.Tensor | None = None) -> torch.Tensor:
         ids, real = ngram_ids(tokens, lengths, self.vocab_size, self.max_n, self.buckets, boundaries)
-        return (F.embedding(ids, self.weight) * real.unsqueeze(-1).to(self.weight.dtype)).sum(1)
+        counted = real.unsqueeze(-1).to(self.weight.dtype)
+        if self.training and self.dropout:  # model.ngram_dropout: each n-gram kept with chance 1 - p, scaled by 1/(1-p)
+            kept = torch.rand(real.shape, device=real.device) >= self.dropout
+            counted = counted * kept.unsqueeze(-1).to(self.weight.dtype) / (1 - self.dropout)
+        return (F.embedding(ids, self.weight) * counted).sum(1)
