@@ -158,8 +158,8 @@ def test_a_run_mixes_its_parts_and_states_its_margin_everywhere(confusable, tmp_
         alone.net.ngram.weight.zero_()
     test_truth = torch.tensor([data.labels.index(label) for _, label in data.splits["test"]])
     probs = alone.probabilities([alone.encode(name)[0] for name, _ in data.splits["test"]])
-    assert margin["network_alone"]["acc"] == pytest.approx(float((probs.argmax(1) == test_truth).double().mean()))
-    assert f"test/acc_network_alone {margin['network_alone']['acc']:.4f}" in results
+    assert margin["recurrent_alone"]["acc"] == pytest.approx(float((probs.argmax(1) == test_truth).double().mean()))
+    assert f"test/acc_recurrent_alone {margin['recurrent_alone']['acc']:.4f}" in results
     assert margin["trained_on"] == "train+val"
     assert nameorigin(["evaluate", str(run / "checkpoints" / "refit.ckpt"), str(corpus)]) == 0
     assert "margin measured when the run ended: " in capsys.readouterr().out

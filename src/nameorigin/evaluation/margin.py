@@ -124,11 +124,11 @@ def run_margin(datamodule: Any, model: Any, mixed: LinearFit | None = None) -> d
         if fits_shares_or_weights(datamodule) else None
     ranked = ranked_precision(logits, truth, labels, baseline) if "precision_at" in baseline else {}
     return {**compare(model_correct, macro_f1(truth, predicted), baseline, kind), **ranked, "like_for_like": like,
-            **network_alone(net, datamodule.datasets["test"], baseline["correct"]),
+            **recurrent_alone(net, datamodule.datasets["test"], baseline["correct"]),
             "seconds": round(time.perf_counter() - start, 1)}
 
 
-def network_alone(net: Any, test: Any, baseline_correct: torch.Tensor) -> dict[str, Any]:
+def recurrent_alone(net: Any, test: Any, baseline_correct: torch.Tensor) -> dict[str, Any]:
     """The recurrent part of the model alone (no n-gram head, no linear part mixed into it) on the test names,
     beside the same baseline: how much of the model's lead the network carries itself. Nothing for a model
     without an n-gram head (it is all network) or an ensemble."""
@@ -136,7 +136,7 @@ def network_alone(net: Any, test: Any, baseline_correct: torch.Tensor) -> dict[s
         return {}
     correct = logits_in_order(net, test, recurrent_only=True).argmax(1) == test.targets
     acc = float(correct.double().mean())
-    return {"network_alone": {"acc": acc, "margin": acc - float(baseline_correct.double().mean()),
+    return {"recurrent_alone": {"acc": acc, "margin": acc - float(baseline_correct.double().mean()),
                               "interval": list(bootstrap_margin(correct, baseline_correct))}}
 
 
@@ -205,9 +205,9 @@ def margin_line(result: dict[str, Any]) -> str:
             f"{result['baseline_acc']:.4f} on the same {result['size']:,} names; 95% paired interval "
             f"[{low:+.2f}, {high:+.2f}]); macro-F1 {100 * result['macro_f1_margin']:+.2f} "
             f"({result['model_macro_f1']:.4f} vs {result['baseline_macro_f1']:.4f})")
-    if result.get("network_alone"):
-        alone = result["network_alone"]
-        line += (f"; the network alone (its recurrent part: no n-gram head, no linear part) {alone['acc']:.4f}, "
+    if result.get("recurrent_alone"):
+        alone = result["recurrent_alone"]
+        line += (f"; the recurrent part alone (no n-gram head, no linear part) {alone['acc']:.4f}, "
                  f"{100 * alone['margin']:+.2f} [{100 * alone['interval'][0]:+.2f}, {100 * alone['interval'][1]:+.2f}]"
                  " over the same baseline")
     if result.get("weaker"):
@@ -241,8 +241,8 @@ def margin_metrics(result: dict) -> dict[str, float]:
                 "baseline/cross_entropy": like["baseline_cross_entropy"],
                 "test/person_acc": like["model_person_acc"], "test/cross_entropy_shares": like["model_cross_entropy"]} \
         if like else {}
-    alone = {"test/acc_network_alone": result["network_alone"]["acc"],
-             "margin/acc_network_alone": result["network_alone"]["margin"]} if result.get("network_alone") else {}
+    alone = {"test/acc_recurrent_alone": result["recurrent_alone"]["acc"],
+             "margin/acc_recurrent_alone": result["recurrent_alone"]["margin"]} if result.get("recurrent_alone") else {}
     return {**weighted, **alone, "margin/acc": result["margin"], "margin/acc_low": result["interval"][0],
             "margin/acc_high": result["interval"][1], "margin/macro_f1": result["macro_f1_margin"],
             "baseline/acc": result["baseline_acc"], "baseline/macro_f1": result["baseline_macro_f1"]}
