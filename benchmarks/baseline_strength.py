@@ -20,6 +20,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
+from benchmarks.small_tables import write_rows
 from nameorigin.config import register
 from nameorigin.evaluation import linear_fit
 from nameorigin.evaluation.margin import fitted_baseline, scored_part
@@ -41,12 +42,7 @@ def sample(source: Path, out: Path, rows: int, label_column: str | None) -> Path
     if label_column:
         count = Counter(label for row in chosen for label in row[label_column].split(";"))
         chosen = [row for row in chosen if min(count[label] for label in row[label_column].split(";")) >= RARE]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=header)
-        writer.writeheader()
-        writer.writerows(chosen)
-    return out
+    return write_rows(out, header, chosen)
 
 
 def measure(rows: int, overrides: list[str], out: Path) -> dict:

@@ -48,12 +48,16 @@ def sample(source: Path, out: Path, surnames: set[str], label_column: str | None
         rows = [row for row in rows if ";" not in row[label_column]]
         common = {label for label, _ in Counter(row[label_column] for row in rows).most_common(LABELS)}
         rows = [row for row in rows if row[label_column] in common]
-    chosen = random.Random(SEED).sample(rows, min(ROWS, len(rows)))
+    return write_rows(out, header, random.Random(SEED).sample(rows, min(ROWS, len(rows))))
+
+
+def write_rows(out: Path, header: list[str], rows: list[dict]) -> Path:
+    """The rows as a CSV table at `out`, under `header`."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=header)
         writer.writeheader()
-        writer.writerows(chosen)
+        writer.writerows(rows)
     return out
 
 

@@ -190,3 +190,22 @@ def test_the_margin_is_stated_over_the_stronger_baseline_on_validation(monkeypat
     assert kind == "linear_part" and stated["weaker"]["kind"] == "lr" and stated["weaker"]["setting"] == lr["setting"]
     monkeypatch.setattr(margin, "LR_PAST", len(splits["train"]) * 3 - 1)
     assert margin.stronger_on_validation("ngram", own(0.0), splits, refitted=False) == ("ngram", own(0.0))
+
+
+def test_baseline_strength_scores_both_baselines_on_a_tables_sample(tmp_path):
+    """benchmarks.baseline_strength on a small table: a seeded sample, split as a run splits it, and the linear
+    part and the LR each picked on validation and read on the same test names."""
+    from conftest import write_parts_table
+
+    from benchmarks.baseline_strength import measure
+
+    table = write_parts_table(tmp_path / "parts.csv", per_label=60)
+    overrides = ["data=table", f"data.path={table}", "data.name_column=given", "data.label_column=origin"]
+    result = measure(150, overrides, tmp_path / "sample")
+    sampled = (tmp_path / "sample" / "parts_150.csv").read_text().splitlines()[1:]
+    assert len(sampled) == 150 and 0.9 * 150 <= sum(result["pairs"].values()) <= 150  # less duplicates' rows
+    assert result["labels"] >= 2
+    for side in ("linear_part", "lr"):
+        assert 0 < result[side]["val_acc"] <= 1 and 0 < result[side]["test_acc"] <= 1
+    assert result["test_gap"] == pytest.approx(result["linear_part"]["test_acc"] - result["lr"]["test_acc"])
+    assert result["lr"]["setting"].startswith("C=")
