@@ -47,7 +47,7 @@ def default_run() -> str:
     lines = [f"  {k:<16} {v:.4f}" for k, v in sorted(shown.items())]
     from nameorigin.evaluation.margin import margin_line
 
-    where = [f"  transfer         validation kept the model from the surnames starting point "
+    where = [f"  transfer         validation kept the model from the names-dataset starting point "
              f"({metrics['transfer/val_acc_transferred']:.4f} from the starting point, "
              f"{metrics['transfer/val_acc_plain']:.4f} plain)",
              "  best checkpoint  outputs/<run>/transfer/checkpoints/best.ckpt"] if metrics.get("transfer/chosen") \

@@ -425,7 +425,7 @@ def test_auto_transfer_trains_both_candidates_and_serves_the_one_validation_pick
     model = torch.load(served / "checkpoints" / "best.ckpt", weights_only=True)["hyper_parameters"]["config"]
     assert (model["init_from"] == str(published)) == chosen
     log = (run / "train.log").read_text()
-    assert f"validation accuracy {plain_acc:.4f} plain, {transferred_acc:.4f} from the surnames model" in log
+    assert f"validation accuracy {plain_acc:.4f} plain, {transferred_acc:.4f} from the starting point" in log
     assert "Outside data tried" in (run / "MODEL_CARD.md").read_text()
 
 
@@ -456,8 +456,8 @@ def test_on_a_table_with_counts_and_shares_validation_picks_by_the_share_of_peop
     served = run / "transfer" if chosen else run
     log = (run / "train.log").read_text()
     assert "objective: validation picks by objective=val/person_acc (a table with counts or shares" in log
-    assert f"validation people-weighted accuracy {plain:.4f} plain, {transferred:.4f} from the surnames" in log
-    assert (f"validation kept {'the model from the surnames starting point' if chosen else 'the plain model'} "
+    assert f"validation people-weighted accuracy {plain:.4f} plain, {transferred:.4f} from the starting point" in log
+    assert (f"validation kept {'the model from the names-dataset starting point' if chosen else 'the plain model'} "
             f"(people-weighted accuracy {transferred:.4f} from the starting point, {plain:.4f} plain)") \
         in result.stdout
     assert f"people-weighted accuracy {plain:.4f} plain, {transferred:.4f} transferred" in (

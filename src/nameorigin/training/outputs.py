@@ -91,7 +91,7 @@ def report(metrics: dict[str, Any], output_dir: Path, margin: dict | None = None
         lines.append(f"  model            {final}  (refit on train + validation; the one tested)")
     scores = transfer.compared(metrics)
     if scores:
-        kept = "the model from the surnames starting point" if metrics["transfer/chosen"] else "the plain model"
+        kept = "the model from the names-dataset starting point" if metrics["transfer/chosen"] else "the plain model"
         objective, plain_score, transferred_score = scores
         on = "" if objective == "val/acc" else f"{OBJECTIVES[objective]} "
         lines.append(f"  transfer         validation kept {kept} ({on}{transferred_score:.4f} from the starting "

@@ -75,7 +75,7 @@ def choose(fitted: list) -> tuple[Any, dict[str, float], list[str]]:
     objective = plain_run.plan.settings.objective
     score = {"plain": best_score(plain_run), "transferred": best_score(transferred)}
     chosen = transferred if score["transferred"] > score["plain"] else plain_run
-    log.info("transfer: validation %s %.4f plain, %.4f from the surnames model (%.0f s and %.0f s of "
+    log.info("transfer: validation %s %.4f plain, %.4f from the starting point (%.0f s and %.0f s of "
              "training): the %s model is served", OBJECTIVES.get(objective, objective), score["plain"],
              score["transferred"], plain_run.metrics["time/fit_s"], transferred.metrics["time/fit_s"],
              "transferred" if chosen is transferred else "plain")
