@@ -209,3 +209,21 @@ def test_baseline_strength_scores_both_baselines_on_a_tables_sample(tmp_path):
         assert 0 < result[side]["val_acc"] <= 1 and 0 < result[side]["test_acc"] <= 1
     assert result["test_gap"] == pytest.approx(result["linear_part"]["test_acc"] - result["lr"]["test_acc"])
     assert result["lr"]["setting"].startswith("C=")
+
+
+def test_the_lr_grid_fits_the_same_models_side_by_side_as_in_turn(monkeypatch):
+    """fit_grid's processes (past PARALLEL_PAST names) give the very models its one-thread loop gives."""
+    import numpy as np
+
+    from nameorigin.evaluation import baselines
+
+    tails = ("a", "ski", "ura", "son", "er")
+    names = [f"{stem}{tail}" for stem in ("kowal", "nakam", "smith", "dubois") for tail in tails]
+    labels = [name[:2] for name in names]
+    features = baselines.tfidf_ngrams().fit_transform(names)
+    in_turn = baselines.fit_grid(features, labels)
+    monkeypatch.setattr(baselines, "PARALLEL_PAST", 0)
+    side_by_side = baselines.fit_grid(features, labels)
+    assert [m.C for m in side_by_side] == list(baselines.LR_GRID)
+    for one, other in zip(in_turn, side_by_side, strict=True):
+        assert np.array_equal(one.coef_, other.coef_) and np.array_equal(one.intercept_, other.intercept_)
