@@ -171,6 +171,7 @@ def test_the_key_guards_predict_only_and_the_page_and_health_stay_open(served):
     assert "default-src 'none'" in headers["content-security-policy"]
     status, info, _ = get(base, "/info")
     assert status == 200 and json.loads(info)["model"]["labels"]
+    assert json.loads(info)["server"]["max_payload_size"] == 4 * 2**20  # the limit BodyLimit enforces
 
 
 def test_a_missing_model_and_a_bad_host_are_one_line_exit_2(tmp_path, capsys):

@@ -236,6 +236,7 @@ def build_server(model: str | Path, settings: ServerSettings | None = None) -> l
     server = ls.LitServer(api, accelerator="cpu", devices=1, workers_per_device=settings.workers,
                           timeout=settings.timeout, max_payload_size=None, middlewares=middlewares,
                           model_metadata={**identity, "card": card, "coverage_levels": levels})
+    server.max_payload_size = settings.max_body_bytes  # what /info states: BodyLimit enforces it, not LitServe
     app = server.app
     app.router.routes = [route for route in app.router.routes if getattr(route, "path", None) != "/"]
 
