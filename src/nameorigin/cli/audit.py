@@ -19,9 +19,10 @@ def audit(data: Annotated[Path | None, typer.Argument(
           folds: Annotated[int, typer.Option(min=2, help="folds of the out-of-sample probabilities")] = 5,
           seed: Annotated[int, typer.Option(help="seed of the folds")] = 0,
           cut: Annotated[Literal[tuple(CUTS)], typer.Option(  # type: ignore[valid-type]
-              help="how many rows to flag: estimate (as many as cleanlab estimates are mislabelled, the rows of "
-              "lowest given-label probability), threshold (those under --threshold), noise_rate or confident "
-              "(cleanlab's own filters)")] = CUT,
+              help="which rows to flag: mixture (the rows most likely relabelled, at random or to a confused label, "
+              "as many as maximise the expected F1: the count follows the table), estimate (as many as cleanlab "
+              "estimates are mislabelled, the rows of lowest given-label probability), threshold (those under "
+              "--threshold), noise_rate or confident (cleanlab's own filters)")] = CUT,
           threshold: Annotated[float | None, typer.Option(min=0.0, max=1.0, help="flag rows whose given label's "
                                                           "out-of-sample probability is below this (implies "
                                                           "--cut threshold)")] = None,
