@@ -98,7 +98,8 @@ def recipe(rows: list[tuple[str, str]], labels: list[str], seed: int) -> np.ndar
     """cleanlab's documented recipe, the yardstick: out-of-sample probabilities from a simple classifier by 5-fold
     `cross_val_predict` on its own shuffled folds (a char 1-4-gram TF-IDF logistic regression, C=10, otherwise
     scikit-learn's defaults), then `cleanlab.filter.find_label_issues` with its defaults. The rows it flags. With
-    170 labels the default 100 iterations stop short of convergence, at no cost in accuracy (docs)."""
+    170 labels the default 100 iterations stop short of convergence: run to it, a NaNa fold's held-out accuracy
+    moves by a fifth of a point at three times the cost."""
     from cleanlab.filter import find_label_issues
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
