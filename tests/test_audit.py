@@ -187,7 +187,7 @@ def test_the_default_cut_follows_the_table_and_says_what_it_read(tmp_path):
             f.write("\n".join(taken) + "\n")
         moved |= {(name, target) for name in taken}
     pairs = read_corpus(folder)[0]
-    found = audit(pairs)
+    found = audit(pairs, folds=3)  # three fits where five take longer and read the same
     flagged = {pairs[row] for row in found.suspects.tolist()}
     assert len(flagged & moved) >= 0.25 * len(moved) and len(flagged - moved) <= 2, (len(flagged & moved), len(flagged))
     summary = found.summary()
