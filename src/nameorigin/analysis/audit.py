@@ -127,7 +127,7 @@ def by_mixture(given: np.ndarray, probabilities: np.ndarray, threshold: float) -
 CUTS: dict[str, Callable[[np.ndarray, np.ndarray, float], np.ndarray]] = {
     "mixture": by_mixture, "estimate": by_estimate, "threshold": by_threshold,
     "noise_rate": by_filter("prune_by_noise_rate"), "confident": by_filter("confident_learning")}
-CUT = "mixture"  # the one that follows every table compared (docs/data-and-evaluation.md)
+CUT = "mixture"  # the one that follows the tables compared best (docs/data-and-evaluation.md)
 
 
 @dataclass(frozen=True)
