@@ -213,13 +213,14 @@ def test_a_share_table_with_weights_trains_calibrates_on_the_shares_and_evaluate
 
 @pytest.mark.slow
 def test_the_scale_report_reads_splits_and_encodes_a_table(tmp_path):
-    result = run_in_process([str(ROOT / "benchmarks" / "table_scale.py"), "--rows", "3000", "--mode", "shares",
-                             "--out", str(tmp_path / "big.csv")], cwd=tmp_path)
+    # A process of its own: the peak RSS it reports is the whole process's, which in pytest's would be every test's.
+    result = run_script(["-m", "benchmarks.table_scale", "--rows", "3000", "--mode", "shares",
+                         "--out", str(tmp_path / "big.csv")], cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stderr[-2000:]
     lines = {line.split()[0]: line.split() for line in result.stdout.splitlines()[2:]}
     assert set(lines) == {"shares"}, result.stdout
     for cells in lines.values():
-        assert int(cells[1].replace(",", "")) == 3000 and float(cells[-2]) < 2.0, result.stdout
+        assert int(cells[1].replace(",", "")) == 3000 and float(cells[-2]) < 1.0, result.stdout  # 0.46 here
         assert all(float(cell.replace(",", "")) > 0 for cell in cells[3:6])
     refused = run_script(["-m", "benchmarks.table_scale", "--rows", "3"], cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
     assert refused.returncode == 2 and refused.stderr.strip() == "error: --rows 3: pass at least 10 rows"
