@@ -143,17 +143,18 @@ def test_every_cut_flags_the_moved_names_from_one_fit_and_an_unknown_cut_is_refu
 
 
 def test_the_mixture_reads_the_relabelling_rate_and_its_kind_from_the_probabilities_alone():
-    """Rows answered by a model that puts 0.98 on the true label and 0.02 on its look-alike (label k+1): 10 % of them
-    relabelled at random, or to the look-alike. The fit reads which kind it was, and flags about as many rows as
-    were relabelled, the relabelled ones among them; on the rows as they were it flags almost none."""
-    from nameorigin.analysis.audit import relabelling
+    """Rows answered by a model that puts 0.95 on the true label, 0.03 on its look-alike (label k+1) and the rest
+    evenly on the other six: 10 % of them relabelled at random, or to the look-alike. The fit reads which kind it was
+    (a temperature cannot move the look-alike's mass without moving the others'), and flags about as many rows as
+    were relabelled, the relabelled ones among them; on the rows as they were it flags none."""
+    from nameorigin.analysis.relabelling import relabelling
 
     rng = np.random.default_rng(0)
-    rows, labels = 5000, 6
+    rows, labels = 5000, 8
     true = rng.integers(labels, size=rows)
-    probabilities = np.zeros((rows, labels), dtype=np.float32)
-    probabilities[np.arange(rows), true] = 0.98
-    probabilities[np.arange(rows), (true + 1) % labels] = 0.02
+    probabilities = np.full((rows, labels), 0.02 / (labels - 2), dtype=np.float32)
+    probabilities[np.arange(rows), true] = 0.95
+    probabilities[np.arange(rows), (true + 1) % labels] = 0.03
     moved = rng.choice(rows, size=rows // 10, replace=False)
     for kind, relabelled in (("at_random", (true[moved] + rng.integers(1, labels, size=len(moved))) % labels),
                              ("confused", (true[moved] + 1) % labels)):
@@ -162,11 +163,11 @@ def test_the_mixture_reads_the_relabelling_rate_and_its_kind_from_the_probabilit
         mixture = relabelling(given, probabilities)
         found = mixture.suspects()
         other = "confused" if kind == "at_random" else "at_random"
-        assert getattr(mixture, kind) >= 0.05 and getattr(mixture, other) <= 0.01, (mixture.at_random, mixture.confused)
+        assert getattr(mixture, kind) >= 0.04 and getattr(mixture, other) <= 0.01, (mixture.at_random, mixture.confused)
         assert len(set(found) & set(moved)) >= 0.9 * len(moved) and len(found) <= 1.2 * len(moved), (kind, len(found))
         assert np.all(np.diff(mixture.fixable[found]) <= 0)  # most doubtful first
     clean = relabelling(true, probabilities)
-    assert clean.at_random + clean.confused < 0.01 and len(clean.suspects()) < 0.01 * rows
+    assert clean.at_random + clean.confused < 0.01 and len(clean.suspects()) == 0
 
 
 def test_the_default_cut_follows_the_table_and_says_what_it_read(tmp_path):

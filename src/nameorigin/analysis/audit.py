@@ -5,13 +5,12 @@ hashed character 1-4-grams, one softmax over the labels, fitted by batches: chea
 project's own network (nameorigin.analysis.crossfit); the folds are grouped by name, so a name listed under two
 labels never informs its own row. Self-confidence is the probability of a row's given label; the cut (CUTS, one
 entry per way to choose) says which rows are suspects:
-- "mixture" (the default): each given label is read as a mixture: the model's answer, or a relabelling, at random
-  or to a label the model confuses with the row's own (from the table's soft confusion matrix, either way). The two
-  relabelling rates are fitted by maximum likelihood, each row gets its probability of being relabelled with a
-  right suggestion, and the suspects are the rows of highest probability, as many as maximise the expected F1
-  (Relabelling.suspects). The count follows the table (its labels, the model's accuracy, the noise), where a fixed
-  threshold fitted only the corpus it was picked on and cleanlab's estimates counted the model's own mistakes as
-  errors (docs/data-and-evaluation.md);
+- "mixture" (the default; nameorigin.analysis.relabelling): each given label is read as the model's answer or a
+  relabelling, at random or to a label the model confuses with the row's own; the model's temperature and both rates
+  are fitted by maximum likelihood, and the rows most likely relabelled are flagged, as many as maximise the expected
+  F1. The count follows the table (its labels, the model's accuracy, the noise), where a fixed threshold fitted only
+  the corpus it was picked on and cleanlab's estimates counted the model's own mistakes as errors
+  (docs/data-and-evaluation.md);
 - "threshold": the rows under a fixed probability (`--threshold`);
 - "estimate": as many as cleanlab estimates are mislabelled (`cleanlab.count.num_label_issues`, from the
   confident joint: per-label thresholds, each label's mean self-confidence), the rows of lowest self-confidence;
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from nameorigin.analysis.relabelling import relabelling
 from nameorigin.base.extras import require_extra
 from nameorigin.model import ngram_linear
 
@@ -65,58 +65,6 @@ def by_filter(kind: str) -> Callable[[np.ndarray, np.ndarray, float], np.ndarray
         return np.asarray(find_label_issues(given, probabilities, filter_by=kind,
                                             return_indices_ranked_by="self_confidence"), dtype=np.int64)
     return cut
-
-
-@dataclass(frozen=True)
-class Relabelling:
-    """The fitted mixture: the shares of rows relabelled at random and to a confused label; each row's probability
-    of having been relabelled, and of that and the suggested label (the model's best other one) being its own."""
-
-    at_random: float
-    confused: float
-    posterior: np.ndarray
-    fixable: np.ndarray
-
-    def suspects(self) -> np.ndarray:
-        """The rows most likely relabelled with a right suggestion, as many as maximise the expected F1 (the
-        flagged rows' probabilities are the expected hits, all rows' probabilities the expected errors). Where the
-        model itself is torn between labels, a relabelled row's suggestion is often wrong too: the count stays
-        with the rows an audit can fix."""
-        ranked = np.argsort(-self.fixable, kind="stable")
-        expected_hits = np.concatenate([[0.0], np.cumsum(self.fixable[ranked])])
-        expected_f1 = 2 * expected_hits / (np.arange(len(ranked) + 1) + self.fixable.sum() + 1e-12)
-        return ranked[: int(expected_f1.argmax())]
-
-
-def relabelling(given: np.ndarray, probabilities: np.ndarray, chunk: int = 2**16) -> Relabelling:
-    """P(given | name) = (1 - a - c) p(given) + a (1 - p(given)) / (labels - 1) + c sum_t p(t) confused(t -> given),
-    with p the out-of-sample probabilities and confused the table's soft confusion matrix made symmetric (each
-    label's summed probabilities over its rows, plus its transpose, the diagonal removed, rows normalised); a and c
-    by maximum likelihood."""
-    from scipy.optimize import minimize
-    from scipy.sparse import csr_matrix
-
-    rows, labels = probabilities.shape
-    own = probabilities[np.arange(rows), given].astype(np.float64)
-    confusion = np.asarray(csr_matrix((np.ones(rows), (given, np.arange(rows))), shape=(labels, rows))
-                           @ probabilities, dtype=np.float64)
-    confusion += confusion.T  # either way: a German name given as Dutch, or a Dutch name answered as German
-    np.fill_diagonal(confusion, 0.0)
-    confusion /= np.maximum(confusion.sum(1, keepdims=True), 1e-12)
-    into_given = np.concatenate([(probabilities[start:start + chunk] * confusion.T[given[start:start + chunk]]).sum(1)
-                                 for start in range(0, rows, chunk)]) if rows else np.zeros(0)
-    at_random = (1 - own) / max(labels - 1, 1)
-
-    def mixed(shares: np.ndarray) -> np.ndarray:
-        return (1 - shares.sum()) * own + shares[0] * at_random + shares[1] * into_given
-
-    fitted = minimize(lambda shares: -np.log(mixed(shares) + 1e-12).mean(), np.array([0.02, 0.02]),
-                      bounds=[(0.0, 0.5), (0.0, 0.5)], method="L-BFGS-B").x
-    posterior = (fitted[0] * at_random + fitted[1] * into_given) / (mixed(fitted) + 1e-12)
-    others = probabilities.copy()
-    others[np.arange(rows), given] = 0
-    suggested_right = others.max(1) / np.maximum(1 - own, 1e-12)  # the best other label's share of the others
-    return Relabelling(float(fitted[0]), float(fitted[1]), posterior, posterior * suggested_right)
 
 
 def by_mixture(given: np.ndarray, probabilities: np.ndarray, threshold: float) -> np.ndarray:
@@ -255,8 +203,7 @@ def audit(pairs: list[tuple[str, str]], folds: int = FOLDS, seed: int = 0, cut: 
     if cut == "mixture":  # the fit once, its estimate said beside its suspects
         mixture = relabelling(found.given(), probabilities)
         found.suspects = mixture.suspects()
-        found.estimate = (f"{mixture.at_random + mixture.confused:.1%} estimated relabelled: {mixture.at_random:.1%} "
-                          f"at random, {mixture.confused:.1%} to a label the model confuses with theirs")
+        found.estimate = mixture.said()
     else:
         found.suspects = CUTS[cut](found.given(), probabilities, threshold)
     found.seconds = {"probabilities": fitted - start, "find": time.perf_counter() - fitted}
