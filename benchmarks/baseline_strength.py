@@ -49,8 +49,8 @@ def measure(rows: int, overrides: list[str], out: Path) -> dict:
     register()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides)
-        path = sample(Path(cfg.data.path), out / f"{Path(cfg.data.path).stem}_{rows}.csv", rows,
-                      cfg.data.get("label_column"))
+        labelled = None if cfg.data.get("share_columns") else cfg.data.get("label_column")  # shares: no rare label
+        path = sample(Path(cfg.data.path), out / f"{Path(cfg.data.path).stem}_{rows}.csv", rows, labelled)
         cfg = compose(config_name="train", overrides=[*overrides, f"data.path={path}"])
     datamodule = build(cfg.data, "data")
     datamodule.setup("fit")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 
@@ -209,6 +210,16 @@ def test_baseline_strength_scores_both_baselines_on_a_tables_sample(tmp_path):
         assert 0 < result[side]["val_acc"] <= 1 and 0 < result[side]["test_acc"] <= 1
     assert result["test_gap"] == pytest.approx(result["linear_part"]["test_acc"] - result["lr"]["test_acc"])
     assert result["lr"]["setting"].startswith("C=")
+    # A table of shares (first name -> gender's kind) has no label column to drop rare labels by.
+    with table.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    shares = tmp_path / "shares.csv"
+    first = {row["given"]: 0.9 if row["origin"] in ("Irish", "Italian") else 0.2 for row in rows}
+    with shares.open("w", newline="") as f:
+        csv.writer(f).writerows([["given", "A", "B"], *[[name, a, round(1 - a, 2)] for name, a in first.items()]])
+    result = measure(150, ["data=table", f"data.path={shares}", "data.name_column=given", "data.share_columns=[A,B]"],
+                     tmp_path / "sample")
+    assert result["labels"] == 2 and 0 < result["linear_part"]["test_acc"] <= 1
 
 
 def test_the_lr_grid_fits_the_same_models_side_by_side_as_in_turn(monkeypatch):
