@@ -27,14 +27,13 @@ LOG_TEMPERATURE = (-1.0, 1.0)  # from 0.37 (a model too soft for its table) to 2
 
 @dataclass(frozen=True)
 class Relabelling:
-    """The fitted mixture: the temperature, the shares of rows relabelled at random and to a confused label; each
-    row's probability of having been relabelled, and the score the suspects are ranked by (relabelled at random,
-    or to a confused label with the model's best other answer as the label it came from)."""
+    """The fitted mixture: the temperature, the shares of rows relabelled at random and to a confused label, and
+    each row's score the suspects are ranked by (its probability of having been relabelled at random, or to a
+    confused label with the model's best other answer as the label it came from)."""
 
     at_random: float
     confused: float
     temperature: float
-    posterior: np.ndarray
     fixable: np.ndarray
 
     def suspects(self) -> np.ndarray:
@@ -83,16 +82,18 @@ def readings(given: np.ndarray, probabilities: np.ndarray, confusion: np.ndarray
     return out
 
 
+def mixed(read: np.ndarray, shares: np.ndarray) -> np.ndarray:
+    """Each row's P(given | name) under the mixture with shares (a, c), from its readings."""
+    own, at_random, confused, _ = read
+    return (1 - shares.sum()) * own + shares[0] * at_random + shares[1] * confused + 1e-12
+
+
 def rates(read: np.ndarray) -> tuple[np.ndarray, float]:
     """(a, c) by maximum likelihood over the rows read, and the mean negative log-likelihood there."""
     from scipy.optimize import minimize
 
-    own, at_random, confused, _ = read
-
-    def loss(shares: np.ndarray) -> float:
-        return -np.log((1 - shares.sum()) * own + shares[0] * at_random + shares[1] * confused + 1e-12).mean()
-
-    fitted = minimize(loss, np.array([0.02, 0.02]), bounds=[(0.0, 0.5), (0.0, 0.5)], method="L-BFGS-B")
+    fitted = minimize(lambda shares: -np.log(mixed(read, shares)).mean(), np.array([0.02, 0.02]),
+                      bounds=[(0.0, 0.5), (0.0, 0.5)], method="L-BFGS-B")
     return fitted.x, float(fitted.fun)
 
 
@@ -104,15 +105,14 @@ def relabelling(given: np.ndarray, probabilities: np.ndarray) -> Relabelling:
     rows = len(given)
     sample = np.sort(np.random.default_rng(0).choice(rows, FITTED_ROWS, replace=False)) if rows > FITTED_ROWS \
         else np.arange(rows)
+    sampled_given, sampled = given[sample], probabilities[sample]  # taken once, read at every temperature tried
     log_temperature = minimize_scalar(
-        lambda t: rates(readings(given[sample], probabilities[sample], confusion, float(np.exp(t))))[1],
+        lambda t: rates(readings(sampled_given, sampled, confusion, float(np.exp(t))))[1],
         bounds=LOG_TEMPERATURE, method="bounded", options={"xatol": 0.01}).x if rows else 0.0
     temperature = float(np.exp(log_temperature))
     read = readings(given, probabilities, confusion, temperature)
-    (at_random, confused), _ = rates(read) if rows else (np.zeros(2), 0.0)
-    own, random_likelihood, confused_likelihood, points_back = read
-    mixed = (1 - at_random - confused) * own + at_random * random_likelihood + confused * confused_likelihood + 1e-12
-    relabelled_at_random = at_random * random_likelihood / mixed
-    relabelled_confused = confused * confused_likelihood / mixed
-    return Relabelling(float(at_random), float(confused), temperature, relabelled_at_random + relabelled_confused,
-                       relabelled_at_random + relabelled_confused * points_back)
+    shares, _ = rates(read) if rows else (np.zeros(2), 0.0)
+    _, random_likelihood, confused_likelihood, points_back = read
+    likelihood = mixed(read, shares)
+    return Relabelling(float(shares[0]), float(shares[1]), temperature,
+                       (shares[0] * random_likelihood + shares[1] * confused_likelihood * points_back) / likelihood)
