@@ -88,9 +88,22 @@ def test_the_sparse_products_gradient_is_autograds():
 def test_the_penalties_fall_as_the_table_grows():
     from nameorigin.model.ngram_linear import penalties_for
 
-    assert penalties_for(14_402) == (1e-4, 3e-5, 1e-5)  # the shipped corpus' training split
-    assert penalties_for(446_975) == (3e-6, 1e-6, 3e-7)  # first names -> gender
+    assert penalties_for(14_402) == (1e-3, 3e-4, 1e-4, 3e-5, 1e-5)  # the shipped corpus' training split
+    assert penalties_for(446_975) == (3e-5, 1e-5, 3e-6, 1e-6, 3e-7)  # first names -> gender
     assert penalties_for(10) == (1e-3,) and penalties_for(10**12) == (3e-8,)  # past the ladder: its nearest end
+
+
+def test_the_ladder_stops_two_fits_past_the_best():
+    from nameorigin.model.ngram_linear import fit_on_validation
+
+    # Training: n-gram A is always label 0, n-gram B label 1 four times in five; validation is all label 0. The
+    # strongest penalty leaves the weights near 0 and the (unpenalized) bias says label 0, all right; every weaker
+    # one reads B as label 1, half right.
+    features = torch.tensor([[1.0, 0.0]] * 10 + [[0.0, 1.0]] * 10).to_sparse_csr()
+    labels = torch.tensor([0] * 10 + [1] * 8 + [0] * 2)
+    fitted = fit_on_validation((features, labels, None), (features, torch.zeros(20, dtype=torch.long)), 2,
+                               penalties=(1e3, 1e-3, 1e-4, 1e-5, 1e-6))
+    assert fitted.penalty == 1e3 and fitted.val_acc == {1e3: 1.0, 1e-3: 0.5, 1e-4: 0.5}
 
 
 def test_the_mixture_is_one_network_of_the_same_shape():
