@@ -29,8 +29,8 @@ from nameorigin.model.ngram import ngram_ids
 # L2 on the weights, strongest first (each fit warm-starts the next): those of this ladder whose product with the
 # training names lies in PENALTY_TIMES_NAMES (the loss is a mean over names, so the right penalty falls as a table
 # grows). Validation's best product differs by two orders between tables (the corpus' lies near the range's low end,
-# a first-name or NaNa sample's near its high end: docs/data-and-evaluation.md, "Every run's margin"), so the range
-# spans both, and the ladder stops once it has passed the best.
+# a first-name or NaNa sample's near its high end), so the range spans both, and the ladder stops once it has
+# passed the best: docs/data-and-evaluation.md#every-runs-margin-and-the-models-linear-part
 LADDER = (1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7, 3e-8)
 PENALTY_TIMES_NAMES = (0.1, 30.0)
 PAST_THE_BEST = 2  # fits below the best one, in a row, after which weaker penalties are not tried
