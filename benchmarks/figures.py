@@ -339,16 +339,16 @@ def audit_tables() -> str:
     rows = ["| table, flips (5 %; F1 at seed 1 · seed 2) | " + " | ".join(shown.get(cut, f"`{cut}`") for cut in cuts)
             + " | flagged: `mixture` / recipe / planted (seed 1) |", "|---" * (len(cuts) + 2) + "|"]
     for name, table in AUDITED:
-        kinds: dict[str, list[str]] = {}  # a row's figures: the kinds that gave them
+        kinds: dict[tuple[int, str], list[str]] = {}  # a row's size and figures: the kinds that gave them
         for kind, found in by_seed(result(f"audit_table_{name}"), "kind"):
             cells = [" · ".join(f1_at(run, cut) for run in found) for cut in cuts]
             first = found[0]
             counts = (f"{first['cuts']['mixture']['flagged']:,} / {first['recipe']['flagged']:,} / "
                       f"{first['cuts']['planted_count']['flagged']:,}")
-            row = f"({first['rows']:,} rows), {{}} | " + " | ".join(cells) + f" | {counts} |"
-            kinds.setdefault(row, []).append(kind)
+            kinds.setdefault((first["rows"], " | ".join([*cells, counts])), []).append(kind)
         # With two labels both kinds of flip relabel a row to the other label: one row, both named.
-        rows += [f"| {table} " + figures.format(" or ".join(named)) for figures, named in kinds.items()]
+        rows += [f"| {table} ({size:,} rows), {' or '.join(named)} | {figures} |"
+                 for (size, figures), named in kinds.items()]
     return "\n".join(rows) + "\n"
 
 
