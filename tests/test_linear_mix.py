@@ -106,6 +106,21 @@ def test_the_ladder_stops_two_fits_past_the_best():
     assert fitted.penalty == 1e3 and fitted.val_acc == {1e3: 1.0, 1e-3: 0.5, 1e-4: 0.5}
 
 
+def test_the_ladder_picks_by_the_score_it_is_given():
+    from nameorigin.evaluation.baselines import person_weighted_accuracy
+    from nameorigin.model.ngram_linear import fit_on_validation
+
+    # The table above, but validation weighs each B name ten times and gives it label 1: by the people behind the
+    # names, reading B as label 1 is right, so the weakest penalty that does wins where plain accuracy (label 0
+    # everywhere) kept the strongest.
+    features = torch.tensor([[1.0, 0.0]] * 10 + [[0.0, 1.0]] * 10).to_sparse_csr()
+    labels = torch.tensor([0] * 10 + [1] * 8 + [0] * 2)
+    shares, weights = np.eye(2)[[0] * 10 + [1] * 10], np.array([1.0] * 10 + [10.0] * 10)
+    fitted = fit_on_validation((features, labels, None), (features, None), 2, penalties=(1e3, 1e-3, 1e-4),
+                               score=lambda predicted: person_weighted_accuracy(shares, weights, predicted.numpy()))
+    assert fitted.penalty == 1e-3 and fitted.val_acc[1e3] == 10 / 110 and fitted.val_acc[1e-3] == 1.0
+
+
 def test_the_mixture_is_one_network_of_the_same_shape():
     torch.manual_seed(0)
     net = CharRNN(NetConfig(hidden_size=8, embedding_dim=4, ngram_buckets=64, ngram_max=3), 12, 3).eval()

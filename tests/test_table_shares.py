@@ -266,3 +266,29 @@ def test_a_refitted_share_table_run_states_the_like_for_like_margin_on_its_share
     shares = data.table.shares[[data.row_of[pair] for pair in test]]
     assert not like["weighted"] and "names' shares-weighted" in result.stdout
     assert like["model_person_acc"] == pytest.approx(float(shares[range(len(test)), answered].mean()), abs=1e-6)
+
+
+@pytest.mark.parametrize("refit", [False, True])
+def test_the_hashed_share_baseline_picks_its_penalty_by_the_people_on_validation(tmp_path, refit):
+    """A table past the LR's reach gets the hashed n-gram softmax as its like-for-like baseline: its penalty is the
+    ladder's best by person-weighted validation accuracy, and it answers each test name with a distribution."""
+    import numpy as np
+
+    from nameorigin.evaluation.baselines import fit_share_baseline, person_weighted_accuracy
+    from nameorigin.evaluation.like_for_like import fitted_targets
+    from nameorigin.model.ngram_linear import penalties_for
+
+    data = TableDataModule(path=str(gender_table(tmp_path / "first.csv")), name_column="first",
+                           share_columns=["F", "M"], weight_column="people")
+    data.setup()
+    names = {split: [name for name, _ in pairs] for split, pairs in data.splits.items()}
+    targets, weights = {}, {}
+    for split in names:
+        targets[split], weights[split] = fitted_targets(data, split)
+    result = fit_share_baseline(names, targets, weights, hashed=True, refit=refit)
+    penalty = float(result["setting"].removeprefix("penalty="))
+    assert penalty in penalties_for(len(names["train"]))
+    probabilities = result["test_probabilities"]
+    assert probabilities.shape == targets["test"].shape and np.allclose(probabilities.sum(1), 1)
+    assert 0.5 < result["val_person_acc"] <= 1
+    assert person_weighted_accuracy(targets["test"], weights["test"], probabilities.argmax(1)) > 0.5

@@ -193,19 +193,16 @@ def fit_hashed_share_baseline(names: dict[str, list[str]], targets: dict[str, np
     weight = {split: torch.from_numpy(values).float() for split, values in weights.items()}
     counted = ngram_linear.NameCounts(names["train"], max_n, buckets)
     x = {split: counted(names[split]) for split in names}
-    labels, scored, fitted = targets["train"].shape[1], {}, None
-    for penalty in ngram_linear.penalties_for(len(names["train"])):
-        fitted = ngram_linear.fit_full(x["train"], shares["train"], weight["train"], labels, penalty, fitted)
-        predicted = (x["val"] @ fitted[0] + fitted[1]).argmax(1).numpy()
-        scored[penalty] = person_weighted_accuracy(targets["val"], weights["val"], predicted), fitted
-    penalty = max(scored, key=lambda p: scored[p][0])
-    weight_matrix, bias = scored[penalty][1]
+    fitted = ngram_linear.fit_on_validation(
+        (x["train"], shares["train"], weight["train"]), (x["val"], None), targets["train"].shape[1],
+        score=lambda predicted: person_weighted_accuracy(targets["val"], weights["val"], predicted.numpy()))
+    penalty, weight_matrix, bias = fitted.penalty, fitted.weight, fitted.bias
     if refit:
         counted = ngram_linear.NameCounts(names["train"] + names["val"], max_n, buckets)
         weight_matrix, bias = ngram_linear.fit_full(
             counted(names["train"] + names["val"]), torch.cat([shares["train"], shares["val"]]),
-            torch.cat([weight["train"], weight["val"]]), labels, penalty)
+            torch.cat([weight["train"], weight["val"]]), targets["train"].shape[1], penalty)
         x["test"] = counted(names["test"])
     probabilities = (x["test"] @ weight_matrix + bias).softmax(1).double().numpy()
-    return {"setting": f"penalty={penalty:g}", "val_person_acc": scored[penalty][0],
+    return {"setting": f"penalty={penalty:g}", "val_person_acc": fitted.val_acc[penalty],
             "test_probabilities": probabilities, "seconds": time.time() - start}

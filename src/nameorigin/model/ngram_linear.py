@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,16 +186,19 @@ def penalties_for(names: int) -> tuple[float, ...]:
     return fitting or ((LADDER[0],) if LADDER[0] * names < low else (LADDER[-1],))  # a tiny or a huge table
 
 
-def fit_on_validation(train: tuple, val: tuple, labels: int, penalties: Sequence[float] | None = None) -> LinearFit:
+def fit_on_validation(train: tuple, val: tuple, labels: int, penalties: Sequence[float] | None = None,
+                      score: Callable[[torch.Tensor], float] | None = None) -> LinearFit:
     """fit_full on train = (counts, targets, weights or None) for each penalty of the ladder (or `penalties`),
-    strongest first, the one most accurate on val = (counts, label indices) kept; once PAST_THE_BEST fits in a row
-    fall short of it, the weaker ones are not fitted (validation accuracy rises to one peak and falls past it)."""
+    strongest first, the one most accurate on val = (counts, label indices) kept (or scored highest by `score`,
+    which reads the validation names' predicted labels); once PAST_THE_BEST fits in a row fall short of it, the
+    weaker ones are not fitted (validation accuracy rises to one peak and falls past it)."""
     began = time.perf_counter()
     (x_train, y_train, w_train), (x_val, y_val) = train, val
+    score = score or (lambda predicted: float((predicted == y_val).double().mean()))
     best, start, accuracy, short = None, None, {}, 0
     for penalty in penalties or penalties_for(x_train.shape[0]):
         start = fit_full(x_train, y_train, w_train, labels, penalty, start)
-        accuracy[penalty] = float(((x_val @ start[0] + start[1]).argmax(1) == y_val).double().mean())
+        accuracy[penalty] = score((x_val @ start[0] + start[1]).argmax(1))
         short = 0 if best is None or accuracy[penalty] > accuracy[best[0]] else short + 1
         if short == 0:
             best = penalty, start
