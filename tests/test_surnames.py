@@ -413,7 +413,13 @@ def test_auto_transfer_trains_both_candidates_and_serves_the_one_validation_pick
                    f"transfer.starting_point={published}", f"transfer.known_names_cache={cache}")
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(tmp_path)
-    metrics = json.loads((run / "results.json").read_text())["metrics"]
+    results = json.loads((run / "results.json").read_text())
+    metrics = results["metrics"]
+    # Both results name the corpus the starting point learnt from: the pretraining's as published, the run's as tried.
+    pretraining = json.loads((pretrained.parents[1] / "results.json").read_text())
+    corpus = torch.load(pretrained, weights_only=True)["data"]["corpus_sha256"]
+    assert pretraining["published_corpus_sha256"] == corpus
+    assert results["transfer"]["starting_point"] == {"path": str(published), "corpus_sha256": corpus}
     plain_acc, transferred_acc = metrics["transfer/val_acc_plain"], metrics["transfer/val_acc_transferred"]
     # Each candidate's figure is its own best validation accuracy, as its TensorBoard logged it.
     assert plain_acc == pytest.approx(max_scalar(run / "tensorboard", "val/acc"), abs=1e-6)

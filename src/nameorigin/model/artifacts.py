@@ -19,6 +19,7 @@ REFIT_FILE = "refit.ckpt"
 # published under STARTING_POINT_KEY, so that "latest" (nameorigin.serving.runs) never answers with it.
 RESULTS_FILE = "results.json"
 STARTING_POINT_KEY = "published_starting_point"
+PUBLISHED_CORPUS_KEY = "published_corpus_sha256"  # beside it: the corpus it learnt from (StartingPoint.record)
 EXPORT_FORMAT = "nameorigin-export-4"
 
 

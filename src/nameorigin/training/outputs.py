@@ -14,7 +14,7 @@ from nameorigin.evaluation.margin import margin_line
 from nameorigin.fit.checkpointing import Served
 from nameorigin.fit.module import NameClassifier
 from nameorigin.fit.timing import time_line
-from nameorigin.model.artifacts import RESULTS_FILE, STARTING_POINT_KEY
+from nameorigin.model.artifacts import PUBLISHED_CORPUS_KEY, RESULTS_FILE, STARTING_POINT_KEY
 from nameorigin.training import search, transfer
 from nameorigin.training.card import write_model_card
 from nameorigin.training.card_sections import ensemble_summary
@@ -71,6 +71,7 @@ def write_outputs(plan: RunPlan, output_dir: Path, served: ServedFiles, model: N
     if settings.transfer.publish and final:
         transfer.publish(final.path, settings.transfer.publish)
         published[STARTING_POINT_KEY] = settings.transfer.publish
+        published[PUBLISHED_CORPUS_KEY] = (final.checkpoint.get("data") or {}).get("corpus_sha256")
     figures = {k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     write_atomically(output_dir / RESULTS_FILE, lambda path: path.write_text(  # what benchmarks.record reads
         json.dumps({"metrics": figures, "model": final.path if final else None, **published,

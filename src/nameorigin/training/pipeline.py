@@ -79,7 +79,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         run, assembled = ensemble.assemble(run, lambda index: fit_candidate(*prepare(
             ensemble.member_config(composed, plan.picks, index), plan.starting_point)))
         figures.update(assembled)
-    return finish(run, Path(cfg.paths.output_dir), figures, transfer_note)
+    tried = {"starting_point": transferred[1].record()} if transferred is not None else {}
+    return finish(run, Path(cfg.paths.output_dir), figures, {**transfer_note, **tried})
 
 
 def finish(run: Fitted, output_dir: Path, figures: dict[str, float], transfer_note: dict) -> dict[str, Any]:

@@ -50,6 +50,13 @@ class StartingPoint:
                             f"embedding ({rows} rows): the checkpoint is damaged; pretrain again")
         return point
 
+    def record(self) -> dict[str, Any]:
+        """What a run records of the starting point it tried: its path and the sha256 of the corpus it learnt from
+        (the pretraining's cache, which changes with what the pretraining left out), so that a figure read from a
+        transferred candidate names the starting point behind it, as a pretraining's results name the one they
+        published (tests/test_generated_figures.py holds the shipped records to one)."""
+        return {"path": self.path, "corpus_sha256": (self.split or {}).get("corpus_sha256")}
+
     def with_known_names(self, cache: str | None) -> StartingPoint:
         """The same starting point with the known-name table over the surnames `cache`, keyed with its vocabulary
         (itself when `cache` is None, or when it holds the table already)."""
