@@ -52,7 +52,8 @@ def correct_names(run: Path) -> tuple[np.ndarray, dict]:
     results = written["metrics"]
     predictor = Predictor.load(written["model"])  # the model the run tested: the refit, best.ckpt, or transfer's
     root = predictor.data_settings.get("root") or shipped_corpus()
-    return np.array(evaluate(predictor, root)["correct"]), results | {"root": str(root)}
+    tried = (written.get("transfer") or {}).get("starting_point")  # the starting point the run tried, if any
+    return np.array(evaluate(predictor, root)["correct"]), results | {"root": str(root), "starting_point": tried}
 
 
 def baseline_correct(predictor_results: dict, split_seed: int) -> tuple[np.ndarray, dict]:
@@ -98,6 +99,7 @@ def measure(overrides: list[str]) -> dict:
             compared = paired(torch.from_numpy(correct), torch.from_numpy(baseline[split_seed]))
             runs.append({"split_seed": split_seed, "seed": seed, "val_acc": results["val/acc_best"],
                          "transferred": bool(results.get("transfer/chosen")),
+                         "starting_point": results["starting_point"],
                          "test_acc": results["test/acc"], "test_acc_any": results["test/acc_any"],
                          "test_macro_f1": results["test/macro_f1"],
                          "baseline_acc": float(baseline[split_seed].mean()),

@@ -77,7 +77,8 @@ def run_table(path: Path, settings: list[str]) -> dict:
     # The figure the run's objective compared the candidates on: share-weighted accuracy on a share table.
     objective, plain, transferred = compared(metrics) or (None, None, None)
     figures = {"rows": ROWS, "wall_s": round(time.perf_counter() - start, 1),
-               "transferred": bool(metrics.get("transfer/chosen")), "objective": objective,
+               "transferred": bool(metrics.get("transfer/chosen")),
+               "starting_point": (written.get("transfer") or {}).get("starting_point"), "objective": objective,
                "val_acc_plain": plain, "val_acc_transferred": transferred,
                "test_acc": metrics["test/acc"], "test_macro_f1": metrics["test/macro_f1"],
                "baseline_acc": margin["baseline_acc"], "baseline_macro_f1": margin["baseline_macro_f1"],

@@ -133,6 +133,16 @@ def test_an_output_of_the_default_model_goes_stale_when_a_default_it_depends_on_
 UNNAMED_STARTING_POINT = {"default_run", "ensemble", "nana", "seeds", "small_tables", "small_tables_accents"}
 
 
+def starting_points(value: object) -> list[dict]:
+    """Every starting point a record names, at any depth (a run's results, or each of a benchmark's runs)."""
+    if isinstance(value, dict):
+        found = [value["starting_point"]] if isinstance(value.get("starting_point"), dict) else []
+        return found + [point for item in value.values() for point in starting_points(item)]
+    if isinstance(value, list):
+        return [point for item in value for point in starting_points(item)]
+    return []
+
+
 def test_every_record_read_from_the_starting_point_names_the_one_the_pretraining_record_published():
     """A figure from a run that tried the starting point is only as current as that starting point: every such
     record names the corpus its starting point learnt from, and it is the one docs/results/pretrain.json published
@@ -141,11 +151,13 @@ def test_every_record_read_from_the_starting_point_names_the_one_the_pretraining
     records = {path.stem: json.loads(path.read_text()) for path in (ROOT / "docs" / "results").glob("*.json")}
     published = records["pretrain"]["figures"]["published_corpus_sha256"]
     assert len(published) == 64
-    tried = {stem for stem, record in records.items()
-             if "transfer/chosen" in json.dumps(record) or '"transferred": true' in json.dumps(record)}
-    named = {stem: (records[stem]["figures"].get("transfer") or {}).get("starting_point") for stem in tried}
-    assert {stem for stem, point in named.items() if point is None} == UNNAMED_STARTING_POINT
-    for stem, point in named.items():
-        assert point is None or point["corpus_sha256"] == published, (
+    named = {stem: starting_points(record["figures"]) for stem, record in records.items()}
+    chose_it = {stem for stem, record in records.items()
+                if "transfer/chosen" in json.dumps(record) or '"transferred": true' in json.dumps(record)}
+    assert {stem for stem in chose_it if not named[stem]} == UNNAMED_STARTING_POINT
+    for stem, points in named.items():
+        assert all(point["corpus_sha256"] == published for point in points), (
             f"docs/results/{stem}.json was read from a starting point that learnt from another corpus than "
             "docs/results/pretrain.json's: record both from one `make pretrain`")
+    assert starting_points({"runs": [{"starting_point": {"corpus_sha256": "a"}}, {"starting_point": None}]}) == [
+        {"corpus_sha256": "a"}]
