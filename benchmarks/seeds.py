@@ -47,13 +47,14 @@ def correct_names(run: Path) -> tuple[np.ndarray, dict]:
     from nameorigin.analysis.evaluate import evaluate
     from nameorigin.data.corpus import shipped_corpus
     from nameorigin.serving.predict import Predictor
+    from nameorigin.training.transfer import tried_starting_point
 
     written = json.loads((run / "results.json").read_text())
     results = written["metrics"]
     predictor = Predictor.load(written["model"])  # the model the run tested: the refit, best.ckpt, or transfer's
     root = predictor.data_settings.get("root") or shipped_corpus()
-    tried = (written.get("transfer") or {}).get("starting_point")  # the starting point the run tried, if any
-    return np.array(evaluate(predictor, root)["correct"]), results | {"root": str(root), "starting_point": tried}
+    return np.array(evaluate(predictor, root)["correct"]), results | {"root": str(root),
+                                                                       "starting_point": tried_starting_point(written)}
 
 
 def baseline_correct(predictor_results: dict, split_seed: int) -> tuple[np.ndarray, dict]:

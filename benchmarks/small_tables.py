@@ -71,14 +71,14 @@ def run_table(path: Path, settings: list[str]) -> dict:
         sys.exit(f"error: the run on {path} exited {done.returncode}: {done.stderr.strip()[-500:]}")
     folder = Path(re.search(r"tensorboard --logdir (\S+)\s*$", done.stdout).group(1))
     written = json.loads((folder / "results.json").read_text())
-    from nameorigin.training.transfer import compared
+    from nameorigin.training.transfer import compared, tried_starting_point
 
     metrics, margin = written["metrics"], written["margin"]
     # The figure the run's objective compared the candidates on: share-weighted accuracy on a share table.
     objective, plain, transferred = compared(metrics) or (None, None, None)
     figures = {"rows": ROWS, "wall_s": round(time.perf_counter() - start, 1),
                "transferred": bool(metrics.get("transfer/chosen")),
-               "starting_point": (written.get("transfer") or {}).get("starting_point"), "objective": objective,
+               "starting_point": tried_starting_point(written), "objective": objective,
                "val_acc_plain": plain, "val_acc_transferred": transferred,
                "test_acc": metrics["test/acc"], "test_macro_f1": metrics["test/macro_f1"],
                "baseline_acc": margin["baseline_acc"], "baseline_macro_f1": margin["baseline_macro_f1"],

@@ -193,15 +193,16 @@ def fit_hashed_share_baseline(names: dict[str, list[str]], targets: dict[str, np
     weight = {split: torch.from_numpy(values).float() for split, values in weights.items()}
     counted = ngram_linear.NameCounts(names["train"], max_n, buckets)
     x = {split: counted(names[split]) for split in names}
+    labels = targets["train"].shape[1]
     fitted = ngram_linear.fit_on_validation(
-        (x["train"], shares["train"], weight["train"]), (x["val"], None), targets["train"].shape[1],
+        (x["train"], shares["train"], weight["train"]), (x["val"], None), labels,
         score=lambda predicted: person_weighted_accuracy(targets["val"], weights["val"], predicted.numpy()))
     penalty, weight_matrix, bias = fitted.penalty, fitted.weight, fitted.bias
     if refit:
         counted = ngram_linear.NameCounts(names["train"] + names["val"], max_n, buckets)
         weight_matrix, bias = ngram_linear.fit_full(
             counted(names["train"] + names["val"]), torch.cat([shares["train"], shares["val"]]),
-            torch.cat([weight["train"], weight["val"]]), targets["train"].shape[1], penalty)
+            torch.cat([weight["train"], weight["val"]]), labels, penalty)
         x["test"] = counted(names["test"])
     probabilities = (x["test"] @ weight_matrix + bias).softmax(1).double().numpy()
     return {"setting": f"penalty={penalty:g}", "val_person_acc": fitted.val_acc[penalty],

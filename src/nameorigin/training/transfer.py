@@ -104,6 +104,11 @@ def compared(metrics: dict[str, Any]) -> tuple[str, float, float] | None:
     return None
 
 
+def tried_starting_point(results: dict[str, Any]) -> dict[str, Any] | None:
+    """The starting point a run's results.json names as tried (StartingPoint.record), None when it tried none."""
+    return (results.get("transfer") or {}).get("starting_point")
+
+
 def discard(runs: list) -> None:
     """The candidates validation did not pick lose their checkpoints, so the run folder holds one model."""
     for run in runs:
