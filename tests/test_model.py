@@ -258,14 +258,18 @@ def test_ngram_ids_count_every_window_and_ignore_padding():
     assert sorted(again[real_again].tolist()) == sorted(ids[1][real[1]].tolist())
 
 
-def test_ngram_ids_are_the_hash_of_each_window_as_defined():
+@pytest.mark.parametrize("hashing", ["polynomial", "mixed"])
+def test_ngram_ids_are_the_hash_of_each_window_as_defined(hashing):
     """Each n follows from n - 1 in one step; the ids must still be the stated hash of each window, so a model
-    trained before keeps its buckets: code_n = (n base^n + sum_o x_o base^(n-1-o)) mod PRIME, then mod buckets."""
+    trained before keeps its buckets: code_n = (n base^n + sum_o x_o base^(n-1-o)) mod PRIME, then the code mod
+    buckets (polynomial), or floor(buckets * (code * 2654435769 mod 2^32) / 2^32) (mixed)."""
     from nameorigin.model.ngram import PRIME, ngram_ids
 
     vocab, max_n, buckets = 12, 4, 1000
+    reduce = {"polynomial": lambda code: code % buckets,
+              "mixed": lambda code: buckets * (code * 2654435769 % 2**32) // 2**32}[hashing]
     tokens, lengths = batch(vocab=vocab, lengths=(7, 3, 1))
-    ids, real = ngram_ids(tokens, lengths, vocab, max_n, buckets)
+    ids, real = ngram_ids(tokens, lengths, vocab, max_n, buckets, hashing=hashing)
     base, windows = vocab + 2, tokens.shape[1] + 2
     for row, length in enumerate(lengths.tolist()):
         framed = [vocab, *tokens[row, :length].tolist(), vocab + 1]
@@ -275,9 +279,31 @@ def test_ngram_ids_are_the_hash_of_each_window_as_defined():
                 code = n
                 for x in framed[i : i + n]:
                     code = (code * base + x) % PRIME
-                expected.add((n, i, code % buckets))
+                expected.add((n, i, reduce(code)))
         found = {(k // windows + 1, k % windows, int(ids[row, k])) for k in real[row].nonzero().flatten().tolist()}
         assert found == expected
+
+
+@pytest.mark.parametrize("vocab_size", [61, 302, 1150])
+def test_the_mixed_hash_spreads_real_names_as_a_uniform_hash_would_whatever_the_vocabulary_size(vocab_size):
+    """The tutorial names' 1-4-grams, read as if the vocabulary had `vocab_size` characters: with base 1,152
+    (vocab 1,150: 2^7 x 9) the polynomial residue mod 2^14 forgets each window's first characters and packs 35k
+    n-grams into a quarter of the buckets a uniform hash fills; the mixed hash fills what a uniform one would."""
+    from nameorigin.base.textnorm import build_vocab, encode_names
+    from nameorigin.data.corpus import read_corpus, shipped_corpus
+    from nameorigin.model.ngram import ngram_ids
+
+    names = sorted({name for name, _ in read_corpus(shipped_corpus())[0]})
+    tokens, lengths = encode_names(names, {c: i for i, c in enumerate(build_vocab(names))})
+    buckets = 16384
+    distinct, real = ngram_ids(tokens.long(), lengths, vocab_size, 4, 2**30, hashing="polynomial")  # no collisions
+    windows = distinct[real].unique()
+    uniform = buckets * (1 - math.exp(-len(windows) / buckets))
+    used = {hashing: len(ngram_ids(tokens.long(), lengths, vocab_size, 4, buckets, hashing=hashing)[0][real].unique())
+            for hashing in ("mixed", "polynomial")}
+    assert len(windows) > 30_000 and abs(used["mixed"] / uniform - 1) < 0.02, (used, uniform)
+    if vocab_size == 1150:
+        assert used["polynomial"] < 0.3 * uniform, (used, uniform)
 
 
 def test_ngram_head_adds_to_logits_and_eval_applies_the_decision_layer():

@@ -8,7 +8,8 @@ constructor building its own config), before anything is built or read.
 
 Fields that shape the model's weights carry `metadata={"shapes": ...}`: "encoder" for what fine-tuning carries
 over (the embedding and the cell), "head" for the rest. The resume check and the fine-tuning check read those
-marks instead of lists of names.
+marks instead of lists of names. A field added after checkpoints were written carries `metadata={"absent": ...}`:
+what those checkpoints, which lack it, meant (`from_plain`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,13 @@ class FastPath(Choice):
     off = "off"  # the dynamic step, batches of mixed lengths
 
 
+class NgramHash(Choice):
+    """model.ngram_hash: how a window's code becomes a bucket (nameorigin.model.ngram.BUCKET_OF)."""
+
+    mixed = "mixed"  # every character of the window moves its bucket, whatever the vocabulary's size
+    polynomial = "polynomial"  # the code mod the bucket count: what checkpoints written before the setting hold
+
+
 class TransferUse(Choice):
     auto = "auto"  # with a starting point, a transferred candidate trains beside the plain one; validation picks
     always = "always"  # the transferred model only (refused when the starting point is missing)
@@ -67,6 +75,8 @@ class Normalize(Choice):
 
 
 ENCODER, HEAD = {"shapes": "encoder"}, {"shapes": "head"}
+# The hash checkpoints written before model.ngram_hash used: their n-gram weights are read through it.
+HASHED_BEFORE = {"absent": NgramHash.polynomial}
 # Settings a run may leave to the data (null in the YAML): nameorigin.training.sizing picks them from the table's
 # size and label count before the model is built. Python callers pass numbers, or get the schema's defaults.
 # This is the one list of them: the rule's tiers set each (sizing.KEYS), and the search's default space is drawn
@@ -103,9 +113,12 @@ def plain(config: Any) -> dict[str, Any]:
 
 
 def from_plain(cls: type, values: dict[str, Any]) -> Any:
-    """The config dataclass `cls` from a plain dict, ignoring keys it does not have (a checkpoint's extras)."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{key: value for key, value in values.items() if key in names})
+    """The config dataclass `cls` from a plain dict, ignoring keys it does not have (a checkpoint's extras); a field
+    the dict lacks takes its "absent" metadata where it has one (what a checkpoint written before it meant)."""
+    fields = dataclasses.fields(cls)
+    absent = {f.name: f.metadata["absent"] for f in fields if "absent" in f.metadata and f.name not in values}
+    names = {f.name for f in fields}
+    return cls(**{key: value for key, value in values.items() if key in names}, **absent)
 
 
 def whole(key: str, value: Any, minimum: int = 0) -> None:
@@ -147,6 +160,7 @@ class NetConfig:
     # hashed character n-grams; 0 turns the head off
     ngram_buckets: int | None = field(default=65536, metadata=HEAD)
     ngram_max: int | None = field(default=4, metadata=HEAD)
+    ngram_hash: NgramHash = field(default=NgramHash.mixed, metadata={**HEAD, **HASHED_BEFORE})
     dropout: float | None = 0.3
     input_dropout: float = 0.0
     # in training, each n-gram of a name left out of the n-gram head's sum with this chance (the rest scaled up):
@@ -156,12 +170,15 @@ class NetConfig:
 
     def __post_init__(self) -> None:
         self.cell, self.impl = choice("model.cell", Cell, self.cell), choice("model.impl", Impl, self.impl)
+        self.ngram_hash = choice("model.ngram_hash", NgramHash, self.ngram_hash)
         whole("model.hidden_size", self.hidden_size, 1)
         whole("model.embedding_dim", self.embedding_dim)
         if self.directions not in (1, 2, None) or isinstance(self.directions, bool):
             raise UserError(f"model.directions={self.directions!r} must be 1 (reading each name forwards) or 2 "
                             "(forwards and backwards)")
         whole("model.ngram_buckets", self.ngram_buckets)
+        if self.ngram_buckets is not None and self.ngram_buckets >= 2**31:
+            raise UserError(f"model.ngram_buckets={self.ngram_buckets} must be below 2^31 (the hash's range)")
         whole("model.ngram_max", self.ngram_max, 1)
         rate("model.dropout", self.dropout)
         rate("model.input_dropout", self.input_dropout)
@@ -229,6 +246,7 @@ class TransferShape:
 
     source_classes: int = field(default=0, metadata=HEAD)  # the pretrained country head's countries
     source_ngram_buckets: int = field(default=0, metadata=HEAD)  # its n-gram head's buckets
+    source_ngram_hash: NgramHash = field(default=NgramHash.mixed, metadata={**HEAD, **HASHED_BEFORE})  # and hash
     known_names: int = field(default=0, metadata=HEAD)  # rows of the known-name table
     known_countries: int = field(default=0, metadata=HEAD)
     # The pretrained vocabulary's size where the run's training names grew it (0: not grown): the parts read
@@ -236,11 +254,12 @@ class TransferShape:
     source_vocab: int = field(default=0, metadata=HEAD)
 
     def __post_init__(self) -> None:
+        self.source_ngram_hash = choice("source_ngram_hash", NgramHash, self.source_ngram_hash)
         if self.known_names and not self.known_countries:
             raise UserError("known_names needs known_countries: the number of countries in the table")
 
     def __bool__(self) -> bool:
-        return any(dataclasses.astuple(self))
+        return any(getattr(self, f.name) for f in dataclasses.fields(self) if f.type == "int")
 
 
 def check_split(fractions: Any) -> None:

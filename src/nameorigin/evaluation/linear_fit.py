@@ -16,10 +16,10 @@ from nameorigin.model import ngram_linear
 from nameorigin.model.ngram_linear import FIT_LIMIT, LinearFit
 
 
-def design(dataset: Any, vocab_size: int, max_n: int, buckets: int) -> torch.Tensor:
-    """A split's n-gram count matrix, hashed exactly as the model's n-gram head."""
+def design(dataset: Any, vocab_size: int, max_n: int, buckets: int, hashing: str = "mixed") -> torch.Tensor:
+    """A split's n-gram count matrix, hashed exactly as the model's n-gram head (`hashing`: its model.ngram_hash)."""
     return ngram_linear.counts(dataset.tokens, dataset.lengths, vocab_size, max_n, buckets,
-                               getattr(dataset, "boundary", -1))
+                               getattr(dataset, "boundary", -1), hashing)
 
 
 def targets_of(dataset: Any, soft: bool) -> torch.Tensor:
@@ -39,34 +39,38 @@ def fits(datamodule: Any, buckets: int, max_n: int) -> bool:
 
 
 def fit_linear_model(datamodule: Any, buckets: int, max_n: int, soft: bool,
-                    penalties: tuple[float, ...] | None = None, train: Any = None) -> LinearFit:
+                    penalties: tuple[float, ...] | None = None, train: Any = None, hashing: str = "mixed") -> LinearFit:
     """The linear part on the training split (or `train`, an encoded split), its penalty picked on validation
     (accuracy against each name's label, or majority label for shares)."""
     vocab = len(datamodule.vocab)
     train, val = train or datamodule.datasets["train"], datamodule.datasets["val"]
-    return ngram_linear.fit_on_validation(
-        (design(train, vocab, max_n, buckets), targets_of(train, soft), train.weights),
-        (design(val, vocab, max_n, buckets), val.targets), len(datamodule.labels), penalties)
+    picked = ngram_linear.fit_on_validation(
+        (design(train, vocab, max_n, buckets, hashing), targets_of(train, soft), train.weights),
+        (design(val, vocab, max_n, buckets, hashing), val.targets), len(datamodule.labels), penalties)
+    return replace(picked, hashing=str(hashing))
 
 
-def refit_linear_model(datamodule: Any, buckets: int, max_n: int, soft: bool, penalty: float) -> LinearFit:
+def refit_linear_model(datamodule: Any, buckets: int, max_n: int, soft: bool, penalty: float,
+                       hashing: str = "mixed") -> LinearFit:
     """The linear part again on the refit's training split (train + validation), with the penalty picked before."""
     start_time = time.perf_counter()
     train = datamodule.datasets["train"]
-    weight, bias = ngram_linear.fit_full(design(train, len(datamodule.vocab), max_n, buckets),
+    weight, bias = ngram_linear.fit_full(design(train, len(datamodule.vocab), max_n, buckets, hashing),
                                          targets_of(train, soft), train.weights, len(datamodule.labels), penalty)
-    return LinearFit(weight, bias, penalty, seconds=time.perf_counter() - start_time)
+    return LinearFit(weight, bias, penalty, seconds=time.perf_counter() - start_time, hashing=str(hashing))
 
 
-def fit_alone(datamodule: Any, buckets: int, max_n: int, soft: bool) -> LinearFit:
+def fit_alone(datamodule: Any, buckets: int, max_n: int, soft: bool, hashing: str = "mixed") -> LinearFit:
     """The linear part alone, fitted as a run that mixes it in would (the margin's baseline where the served
     model has none: a fine-tuned model): on the training split, its penalty picked on validation, and after a
     refit again on train + validation with that penalty."""
     if getattr(datamodule, "trained_on", "train") != TRAINED_ON:
-        return fit_linear_model(datamodule, buckets, max_n, soft)
-    picked = fit_linear_model(datamodule, buckets, max_n, soft, train=datamodule.encode(datamodule.splits["train"]))
-    return replace(refit_linear_model(datamodule, buckets, max_n, soft, picked.penalty), val_acc=picked.val_acc)
+        return fit_linear_model(datamodule, buckets, max_n, soft, hashing=hashing)
+    picked = fit_linear_model(datamodule, buckets, max_n, soft, train=datamodule.encode(datamodule.splits["train"]),
+                              hashing=hashing)
+    return replace(refit_linear_model(datamodule, buckets, max_n, soft, picked.penalty, hashing),
+                   val_acc=picked.val_acc)
 
 
 def linear_logits(part: LinearFit, dataset: Any, vocab_size: int, max_n: int) -> torch.Tensor:
-    return part.logits(design(dataset, vocab_size, max_n, part.weight.shape[0]))
+    return part.logits(design(dataset, vocab_size, max_n, part.weight.shape[0], part.hashing))

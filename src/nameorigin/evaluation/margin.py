@@ -163,7 +163,8 @@ def linear_part_of(model: Any, datamodule: Any, mixed: LinearFit | None) -> Line
     config = model.config
     if not config.ngram_buckets or not linear_fit.fits(datamodule, config.ngram_buckets, config.ngram_max):
         return None
-    return linear_fit.fit_alone(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets))
+    return linear_fit.fit_alone(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets),
+                                config.ngram_hash)
 
 
 def scored_part(part: LinearFit, datamodule: Any, max_n: int, refitted: bool) -> dict[str, Any]:

@@ -40,7 +40,7 @@ class NameClassifier(pl.LightningModule):
                  transfer: TransferShape | dict | None = None, members: int = 1):
         super().__init__()
         config = config if isinstance(config, ModelConfig) else from_plain(ModelConfig, config)
-        transfer = TransferShape(**transfer) if isinstance(transfer, dict) else transfer
+        transfer = from_plain(TransferShape, transfer) if isinstance(transfer, dict) else transfer
         vocab, labels = [str(c) for c in vocab], [str(label) for label in labels]
         class_prior = None if class_prior is None else [float(p) for p in class_prior]
         weights = config.class_weights

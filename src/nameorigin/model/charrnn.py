@@ -107,7 +107,7 @@ class CharRNN(nn.Module):
         self.transfer = transfer
         self.head = nn.Linear(self.state_size + (transfer.feature_size if transfer else 0), num_classes)
         self.ngram = NgramHead(vocab_size, num_classes, config.ngram_buckets, config.ngram_max,
-                               config.ngram_dropout) if config.ngram_buckets else None
+                               config.ngram_dropout, config.ngram_hash) if config.ngram_buckets else None
         self.register_buffer("logit_offset", torch.zeros(num_classes))
         self.register_buffer("temperature", torch.ones(()))
         self.capture: dict[str, StepCapture] | None = None  # by cell name, after a forward with capture=True

@@ -74,7 +74,7 @@ def build_served_net(config: NetConfig, vocab_size: int, num_classes: int, trans
 def net_from_checkpoint(checkpoint: dict) -> CharRNN | Ensemble:
     """The network a checkpoint describes (an ensemble where it has members), with its weights."""
     hp = checkpoint["hyper_parameters"]
-    transfer = TransferShape(**hp["transfer"]) if hp.get("transfer") else None
+    transfer = from_plain(TransferShape, hp["transfer"]) if hp.get("transfer") else None
     config = from_plain(ModelConfig, hp["config"])
     net = build_served_net(config, len(hp["vocab"]), len(hp["labels"]), transfer, int(hp.get("members") or 1),
                            boundary_index(hp["vocab"], config.name_parts))

@@ -109,7 +109,8 @@ def explain_batch(net, tokens: torch.Tensor, lengths: torch.Tensor, label: torch
     ngrams, windows = None, []
     if net.ngram is not None:
         ngram = net.ngram
-        ids, real = ngram_ids(tokens, lengths, ngram.vocab_size, ngram.max_n, ngram.buckets, net.boundaries(tokens))
+        ids, real = ngram_ids(tokens, lengths, ngram.vocab_size, ngram.max_n, ngram.buckets, net.boundaries(tokens),
+                              ngram.hashing)
         steps = tokens.shape[1] + 2
         windows = [(n, start) for n in range(1, ngram.max_n + 1) for start in range(steps)]
         weights = F.embedding(ids, ngram.weight)  # [B, K, labels]

@@ -4,6 +4,13 @@ recurrent head's logits.
 The n-grams are hashed from token indices inside the model, with tensor ops only (slices, arithmetic, a lookup),
 so the same code runs in training, in the Predictor and in exported programs, and the checkpoint needs no
 n-gram vocabulary: the hash is a pure function of the characters, the name's start and end, and the bucket count.
+
+Each window's code is a polynomial in base = vocabulary size + 2, and a registered reduction (model.ngram_hash) turns
+it into a bucket. "polynomial" keeps the code's residue mod the bucket count: where the base shares powers of two
+with the bucket count, the residue forgets a window's first characters (a base of 1,152 = 2^7 x 9 gives every
+trigram with the same last two characters one bucket of 16,384), so "mixed" first multiplies the code by 2^32 / phi
+and reads the top of the product's low 32 bits (Fibonacci hashing), which every character of the window moves.
+Checkpoints written before the setting read "polynomial" (docs/configuration.md#the-n-gram-head).
 """
 
 from __future__ import annotations
@@ -13,15 +20,30 @@ import torch.nn.functional as F
 from torch import nn
 
 PRIME = 2_147_483_647  # 2^31 - 1: every intermediate stays far below 2^63, so int64 arithmetic never wraps
+GOLDEN = 2_654_435_769  # round(2^32 / phi), odd: a code below 2^31 times it stays below 2^63
+LOW_32 = 1 << 32
+
+
+def polynomial_bucket(code: torch.Tensor, buckets: int) -> torch.Tensor:
+    return code % buckets
+
+
+def mixed_bucket(code: torch.Tensor, buckets: int) -> torch.Tensor:
+    """The top of (code x GOLDEN mod 2^32) scaled to [0, buckets): buckets * fraction, in integers (buckets < 2^31)."""
+    return code * GOLDEN % LOW_32 * buckets // LOW_32
+
+
+BUCKET_OF = {"polynomial": polynomial_bucket, "mixed": mixed_bucket}  # model.ngram_hash
 
 
 def ngram_ids(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, max_n: int, buckets: int,
-              boundaries: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+              boundaries: torch.Tensor | None = None, hashing: str = "mixed") -> tuple[torch.Tensor, torch.Tensor]:
     """Bucket ids [B, K] of every 1..max_n-gram of each name with start/end markers, and which are real [B, K].
     tokens: [B, T] right-padded indices (< vocab_size); lengths: [B]. boundaries: [B, T], where a name of parts
     has the boundary between two parts (nameorigin.base.parts): a boundary ends one part and starts the next, like
     the end and start markers, so no n-gram holds one inside it, and each n-gram's hash carries its part's
-    position (a family name's "son" is not a given name's)."""
+    position (a family name's "son" is not a given name's). hashing: a key of BUCKET_OF."""
+    bucket_of = BUCKET_OF[str(hashing)]
     batch, steps = tokens.shape
     start, end, base = vocab_size, vocab_size + 1, vocab_size + 2
     lengths = lengths.to(tokens.device)
@@ -44,9 +66,9 @@ def ngram_ids(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, max_
         code = (code * base + framed[:, n - 1 : n - 1 + windows] + pow(base, n, PRIME)) % PRIME
         inside = position[None, :windows] + n <= (lengths + 2)[:, None]  # the window ends at or before `end`
         if boundaries is None:
-            ids.append(code % buckets)
+            ids.append(bucket_of(code, buckets))
         else:
-            ids.append((code + part_tag) % PRIME % buckets)
+            ids.append(bucket_of((code + part_tag) % PRIME, buckets))
             if n >= 3:  # a boundary strictly inside the window, at positions 1 .. n - 2 of it
                 crossed = counted[:, n - 2 : n - 2 + windows] > counted[:, :windows]
                 inside = inside & ~crossed
@@ -57,14 +79,16 @@ def ngram_ids(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, max_
 class NgramHead(nn.Module):
     """Sum of one learned score vector per hashed n-gram: a linear n-gram classifier trained with the RNN."""
 
-    def __init__(self, vocab_size: int, num_classes: int, buckets: int, max_n: int, dropout: float = 0.0):
+    def __init__(self, vocab_size: int, num_classes: int, buckets: int, max_n: int, dropout: float = 0.0,
+                 hashing: str = "mixed"):
         super().__init__()
         self.vocab_size, self.buckets, self.max_n, self.dropout = vocab_size, buckets, max_n, dropout
+        self.hashing = str(hashing)
         self.weight = nn.Parameter(torch.zeros(buckets, num_classes))  # starts silent: the RNN leads at first
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor,
                 boundaries: torch.Tensor | None = None) -> torch.Tensor:
-        ids, real = ngram_ids(tokens, lengths, self.vocab_size, self.max_n, self.buckets, boundaries)
+        ids, real = ngram_ids(tokens, lengths, self.vocab_size, self.max_n, self.buckets, boundaries, self.hashing)
         counted = real.unsqueeze(-1).to(self.weight.dtype)
         if self.training and self.dropout:  # model.ngram_dropout: each n-gram kept with chance 1 - p, scaled by 1/(1-p)
             kept = torch.rand(real.shape, device=real.device) >= self.dropout

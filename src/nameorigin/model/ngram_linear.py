@@ -51,6 +51,7 @@ class LinearFit:
     val_acc: dict = field(default_factory=dict)
     seconds: float = 0.0
     unit_rows: bool = False  # fitted on each name's counts scaled to unit length (the batch fit)
+    hashing: str = "mixed"  # the n-gram hash its rows are read through (nameorigin.model.ngram.BUCKET_OF)
 
     @torch.no_grad()
     def logits(self, counted: torch.Tensor) -> torch.Tensor:
@@ -79,11 +80,12 @@ def csr(matrix: torch.Tensor) -> torch.Tensor:
 
 
 def counts(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, max_n: int, buckets: int,
-           boundary: int = -1) -> torch.Tensor:
+           boundary: int = -1, hashing: str = "mixed") -> torch.Tensor:
     """The n-gram count matrix [names, buckets] of encoded names, sparse (CSR), hashed exactly as the n-gram head
     (for names of parts, `boundary` is the boundary's index: no n-gram across it)."""
     tokens = tokens.long()
-    ids, real = ngram_ids(tokens, lengths, vocab_size, max_n, buckets, tokens == boundary if boundary >= 0 else None)
+    ids, real = ngram_ids(tokens, lengths, vocab_size, max_n, buckets, tokens == boundary if boundary >= 0 else None,
+                          hashing)
     rows = torch.arange(len(ids))[:, None].expand_as(ids)
     index = torch.stack([rows[real], ids[real]])
     return csr(torch.sparse_coo_tensor(index, torch.ones(index.shape[1]), (len(ids), buckets),

@@ -22,15 +22,16 @@ ALPHA = 0.1
 class CharTrigrams:
     """Hashed trigram and context counts of a set of names; `score` gives each name's mean log-probability."""
 
-    def __init__(self, vocab_size: int, trigrams: torch.Tensor, contexts: torch.Tensor, alpha: float = ALPHA):
-        self.vocab_size, self.buckets, self.alpha = vocab_size, len(trigrams), alpha
+    def __init__(self, vocab_size: int, trigrams: torch.Tensor, contexts: torch.Tensor, alpha: float = ALPHA,
+                 hashing: str = "mixed"):
+        self.vocab_size, self.buckets, self.alpha, self.hashing = vocab_size, len(trigrams), alpha, hashing
         self.trigrams, self.contexts = trigrams.float(), contexts.float()
 
     @staticmethod
-    def windows(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int,
-                buckets: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def windows(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, buckets: int,
+                hashing: str = "mixed") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per trigram window: its bucket, its first two characters' bucket, and whether it is real."""
-        ids, real = ngram_ids(tokens, lengths, vocab_size, 3, buckets)
+        ids, real = ngram_ids(tokens, lengths, vocab_size, 3, buckets, hashing=hashing)
         width = ids.shape[1] // 3
         return ids[:, 2 * width :], ids[:, width : 2 * width], real[:, 2 * width :]
 
@@ -43,7 +44,7 @@ class CharTrigrams:
     def state(self) -> dict:
         """Plain types that survive JSON unchanged (lists of the non-zero buckets and their counts), for a
         checkpoint read weights-only and an export's sidecar."""
-        state = {"vocab_size": self.vocab_size, "buckets": self.buckets, "alpha": self.alpha}
+        state = {"vocab_size": self.vocab_size, "buckets": self.buckets, "alpha": self.alpha, "hashing": self.hashing}
         for key, counts in (("trigrams", self.trigrams), ("contexts", self.contexts)):
             ids = counts.nonzero().flatten()
             state[key] = [ids.tolist(), counts[ids].tolist()]
@@ -57,11 +58,13 @@ class CharTrigrams:
             ids, counts = state[key]
             table[torch.tensor(ids, dtype=torch.long)] = torch.tensor(counts, dtype=torch.float)
             tables.append(table)
-        return cls(state["vocab_size"], *tables, alpha=state["alpha"])
+        # Counted before the hash was a setting: the polynomial one (nameorigin.model.ngram).
+        return cls(state["vocab_size"], *tables, alpha=state["alpha"], hashing=state.get("hashing", "polynomial"))
 
     def score(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """[B] mean log-probability per character (the end marker included): lower is stranger."""
-        trigram, context, real = self.windows(tokens.cpu(), lengths.cpu(), self.vocab_size, self.buckets)
+        trigram, context, real = self.windows(tokens.cpu(), lengths.cpu(), self.vocab_size, self.buckets,
+                                              self.hashing)
         total = self.vocab_size + 2
         logp = torch.log((self.trigrams[trigram] + self.alpha) / (self.contexts[context] + self.alpha * total))
         real = real.float()

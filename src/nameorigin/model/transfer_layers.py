@@ -23,7 +23,8 @@ class TransferLayers(nn.Module):
         self.register_buffer("source_tokens", torch.arange(vocab_size) if shape.source_vocab else None)
         source_vocab = shape.source_vocab or vocab_size
         self.source_head = nn.Linear(hidden_size, classes) if classes else None
-        self.source_ngram = NgramHead(source_vocab, classes, shape.source_ngram_buckets, ngram_max) \
+        self.source_ngram = NgramHead(source_vocab, classes, shape.source_ngram_buckets, ngram_max,
+                                      hashing=shape.source_ngram_hash) \
             if classes and shape.source_ngram_buckets else None
         self.known = self.evidence_head = None
         if shape.known_names:

@@ -98,7 +98,8 @@ def mix_best(model: Any, datamodule: Any) -> LinearMix | None:
         log.info("linear part: trained with the network only (%s)", why_not)
         return None
     config, net = model.config, model.net
-    part = fit_linear_model(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets))
+    part = fit_linear_model(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets),
+                            hashing=config.ngram_hash)
     val = datamodule.datasets["val"]
     offset = net.logit_offset
     network_weight, accuracy = pick_mix(logits_in_order(net, val, decided=False) + offset,
@@ -117,7 +118,7 @@ def mix_refit(model: Any, datamodule: Any, mixture: dict[str, Any]) -> LinearMix
     mixed in at the network weight picked before: the refit's mixture to record, and its fit."""
     config = model.config
     part = refit_linear_model(datamodule, config.ngram_buckets, config.ngram_max, bool(config.soft_targets),
-                             mixture["penalty"])
+                             mixture["penalty"], config.ngram_hash)
     mix_into(model.net.cpu(), part, mixture["network_weight"])
     return LinearMix({**mixture, "linear_fit": {**mixture["linear_fit"], "refit_seconds": round(part.seconds, 1)}},
                      replace(part, val_acc=mixture["linear_fit"]["val_acc_by_penalty"]))

@@ -121,7 +121,7 @@ class StartingPoint:
             shape.source_vocab = len(self.vocab)
         if config.transfer_features:
             shape.source_classes = len(self.labels)
-            shape.source_ngram_buckets = self.config.ngram_buckets
+            shape.source_ngram_buckets, shape.source_ngram_hash = self.config.ngram_buckets, self.config.ngram_hash
             if self.config.ngram_buckets and self.config.ngram_max != config.ngram_max:
                 raise UserError(f"{self.setting}={self.path}: its n-gram head reads 1-{self.config.ngram_max}-grams; "
                                 f"set model.ngram_max={self.config.ngram_max}")
