@@ -307,3 +307,19 @@ def test_each_yaml_sets_only_what_differs_from_its_schema():
         repeated += [f"{path.relative_to(ROOT)}: {key}: {value!r}" for key, value in settings.items()
                      if key != "defaults" and key in defaults and defaults[key] == value]
     assert checked == len(SCHEMAS) and repeated == []
+
+
+def test_a_checkpoint_written_before_the_ngram_hash_setting_reads_the_hash_it_was_trained_with():
+    """New configs hash n-grams "mixed"; a checkpoint's config or transfer shape that lacks the field was trained
+    with the polynomial hash, and must be read through it (its n-gram weights sit in those buckets)."""
+    from nameorigin.config import ModelConfig, NgramHash, TransferShape, from_plain, plain
+
+    assert ModelConfig().ngram_hash == NgramHash.mixed
+    assert from_plain(ModelConfig, plain(ModelConfig())).ngram_hash == NgramHash.mixed
+    before = {key: value for key, value in plain(ModelConfig()).items() if key != "ngram_hash"}
+    assert from_plain(ModelConfig, before).ngram_hash == NgramHash.polynomial
+    shape = from_plain(TransferShape, {"source_classes": 3, "source_ngram_buckets": 64})
+    assert shape.source_ngram_hash == NgramHash.polynomial and shape
+    assert not TransferShape() and not from_plain(TransferShape, {})
+    with pytest.raises(UserError, match="model.ngram_hash='crc'"):
+        ModelConfig(ngram_hash="crc")

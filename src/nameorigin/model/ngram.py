@@ -10,7 +10,7 @@ it into a bucket. "polynomial" keeps the code's residue mod the bucket count: wh
 with the bucket count, the residue forgets a window's first characters (a base of 1,152 = 2^7 x 9 gives every
 trigram with the same last two characters one bucket of 16,384), so "mixed" first multiplies the code by 2^32 / phi
 and reads the top of the product's low 32 bits (Fibonacci hashing), which every character of the window moves.
-Checkpoints written before the setting read "polynomial" (docs/configuration.md#the-n-gram-head).
+Checkpoints written before the setting read "polynomial" (docs/configuration.md#architecture).
 """
 
 from __future__ import annotations
