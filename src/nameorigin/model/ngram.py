@@ -7,9 +7,9 @@ n-gram vocabulary: the hash is a pure function of the characters, the name's sta
 
 Each window's code is a polynomial in base = vocabulary size + 2, and a registered reduction (model.ngram_hash) turns
 it into a bucket. "polynomial" keeps the code's residue mod the bucket count: where the base shares powers of two
-with the bucket count, the residue forgets a window's first characters (a base of 1,152 = 2^7 x 9 gives every
-trigram with the same last two characters one bucket of 16,384), so "mixed" first multiplies the code by 2^32 / phi
-and reads the top of the product's low 32 bits (Fibonacci hashing), which every character of the window moves.
+with the bucket count, the residue forgets a window's first characters (with base 1,152 = 2^7 x 9 and 16,384
+buckets, a trigram's first character moves its bucket only through the wrap mod PRIME), so "mixed" multiplies the
+code by 2^32 / phi and reads the top of the product's low 32 bits (Fibonacci hashing), which every character moves.
 Checkpoints written before the setting read "polynomial" (docs/configuration.md#architecture).
 """
 
