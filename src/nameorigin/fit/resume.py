@@ -34,7 +34,8 @@ def resolve_checkpoint(ckpt_path: str | None, log_dir: str | Path, output_dir: s
     if is_refit(checkpoint.get("data")):  # finished, and it has seen the validation names
         raise UserError(f"ckpt_path={path} is a refit model (trained on train + validation), not a training state: "
                         "resume from the run's last.ckpt or ckpt_path=last")
-    # Read through the schema: a setting the checkpoint predates takes its default, as it had then.
+    # Read through the schema: a setting the checkpoint predates takes what it meant then (its "absent" value, else
+    # its default): a run begun under the polynomial n-gram hash resumes only with model.ngram_hash=polynomial.
     trained_with = from_plain(type(model), checkpoint["hyper_parameters"]["config"])
     wrong = [f"model.{key}={getattr(model, key)} (checkpoint: {getattr(trained_with, key)})"
              for key in shape_fields(model) if getattr(trained_with, key) != getattr(model, key)]
