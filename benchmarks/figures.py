@@ -248,6 +248,16 @@ def nana_margins() -> str:
             f"same {margin['size']:,} test pairs.\n")
 
 
+def nana_plain() -> str:
+    """The full table without the starting point: what the network learns by itself, beside its run's baseline."""
+    plain = recorded("nana_plain")
+    margin = plain["figures"]["margin"]
+    return (f"Without the starting point (`{plain['command']}`), P@1 is "
+            f"{100 * margin['model_precision_at']['1']:.2f} % and P@5 {100 * margin['model_precision_at']['5']:.2f} %, "
+            f"{points(100 * margin['margin'])} {interval([100 * x for x in margin['interval']])} over that run's "
+            f"baseline ({100 * margin['baseline_acc']:.2f} %).\n")
+
+
 def nana_run() -> str:
     """What the recorded run did and what it cost."""
     found = json.loads((RESULTS / "nana.json").read_text())
@@ -561,7 +571,7 @@ def name_parts() -> str:
 BLOCKS: dict[str, Callable[[], str]] = {
     "default_run": default_run, "headline": headline, "nine_runs": nine_runs, "seeds": seeds,
     "gender": gender, "nana": nana, "nana_at_k": nana_at_k,
-    "nana_run": nana_run, "pretrain_hidden": pretrain_hidden,
+    "nana_run": nana_run, "nana_plain": nana_plain, "pretrain_hidden": pretrain_hidden,
     "score_scale": score_scale, "composition": composition, "gradient_check": gradient_check,
     "set_kinds": set_kinds, "h200": h200, "serve_load": serve_load, "ray": ray, "pretrain": pretrain,
     "transfer_default": transfer_default, "transfer_tables": transfer_tables, "ema": ema, "ensemble": ensemble,
