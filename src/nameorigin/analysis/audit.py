@@ -35,6 +35,10 @@ from nameorigin.base.extras import require_extra
 from nameorigin.model import ngram_linear
 
 FOLDS, EPOCHS, BUCKETS = 5, 5, 2**18  # five epochs of nameorigin.model.ngram_linear's batch fit (more on a small table)
+# The audit's recorded precision and recall (docs/results/audit_*.json) were measured with the polynomial n-gram
+# hash; under the mixed one the planted test finds 10 of 12 moved names where it found 11, so the audit moves to it
+# only with its tables measured again.
+AUDIT_HASH = "polynomial"
 # Past this many training rows a fold fits three epochs: on a NaNa fold (890k rows) the held-out accuracy reads
 # 0.5812 after three and 0.5829 after five, and the whole table's audit is mostly these fits.
 LARGE, LARGE_EPOCHS = 500_000, 3
@@ -143,7 +147,7 @@ def ngram_probabilities(pairs: list[tuple[str, str]], labels: list[str],
 
     names = [name for name, _ in pairs]
     given = torch.from_numpy(label_indices(pairs, labels))
-    counted = ngram_linear.NameCounts(names, buckets=BUCKETS)(names)  # characters only: no label is read
+    counted = ngram_linear.NameCounts(names, buckets=BUCKETS, hashing=AUDIT_HASH)(names)  # characters only
     probabilities = np.zeros((len(pairs), len(labels)), dtype=np.float32)
     for fold, (train, held) in enumerate(splits):
         epochs = LARGE_EPOCHS if len(train) > LARGE else EPOCHS

@@ -97,8 +97,8 @@ class NameCounts:
     from (the training names; a character they lack counts as unknown). Names of parts count no n-gram across
     the boundary, as the model's head does."""
 
-    def __init__(self, names: Sequence[str], max_n: int = 4, buckets: int = 2**18):
-        self.vocab, self.max_n, self.buckets = build_vocab(names), max_n, buckets
+    def __init__(self, names: Sequence[str], max_n: int = 4, buckets: int = 2**18, hashing: str = "mixed"):
+        self.vocab, self.max_n, self.buckets, self.hashing = build_vocab(names), max_n, buckets, hashing
         self.index = {c: i for i, c in enumerate(self.vocab)}
         self.boundary = self.index.get(BOUNDARY, -1)
 
@@ -111,7 +111,7 @@ class NameCounts:
 
     def counted(self, names: list[str]) -> torch.Tensor:
         tokens, lengths = encode_names(names, self.index)
-        return counts(tokens, lengths, len(self.vocab), self.max_n, self.buckets, self.boundary)
+        return counts(tokens, lengths, len(self.vocab), self.max_n, self.buckets, self.boundary, self.hashing)
 
 
 def stacked(matrices: list[torch.Tensor]) -> torch.Tensor:
