@@ -13,10 +13,11 @@ import torch
 
 from nameorigin.data.batching import TRAINED_ON
 from nameorigin.model import ngram_linear
+from nameorigin.model.ngram import NEW_HASH
 from nameorigin.model.ngram_linear import FIT_LIMIT, LinearFit
 
 
-def design(dataset: Any, vocab_size: int, max_n: int, buckets: int, hashing: str = "mixed") -> torch.Tensor:
+def design(dataset: Any, vocab_size: int, max_n: int, buckets: int, hashing: str = NEW_HASH) -> torch.Tensor:
     """A split's n-gram count matrix, hashed exactly as the model's n-gram head (`hashing`: its model.ngram_hash)."""
     return ngram_linear.counts(dataset.tokens, dataset.lengths, vocab_size, max_n, buckets,
                                getattr(dataset, "boundary", -1), hashing)
@@ -39,7 +40,8 @@ def fits(datamodule: Any, buckets: int, max_n: int) -> bool:
 
 
 def fit_linear_model(datamodule: Any, buckets: int, max_n: int, soft: bool,
-                    penalties: tuple[float, ...] | None = None, train: Any = None, hashing: str = "mixed") -> LinearFit:
+                    penalties: tuple[float, ...] | None = None, train: Any = None,
+                    hashing: str = NEW_HASH) -> LinearFit:
     """The linear part on the training split (or `train`, an encoded split), its penalty picked on validation
     (accuracy against each name's label, or majority label for shares)."""
     vocab = len(datamodule.vocab)
@@ -51,7 +53,7 @@ def fit_linear_model(datamodule: Any, buckets: int, max_n: int, soft: bool,
 
 
 def refit_linear_model(datamodule: Any, buckets: int, max_n: int, soft: bool, penalty: float,
-                       hashing: str = "mixed") -> LinearFit:
+                       hashing: str = NEW_HASH) -> LinearFit:
     """The linear part again on the refit's training split (train + validation), with the penalty picked before."""
     start_time = time.perf_counter()
     train = datamodule.datasets["train"]
@@ -60,7 +62,7 @@ def refit_linear_model(datamodule: Any, buckets: int, max_n: int, soft: bool, pe
     return LinearFit(weight, bias, penalty, seconds=time.perf_counter() - start_time, hashing=str(hashing))
 
 
-def fit_alone(datamodule: Any, buckets: int, max_n: int, soft: bool, hashing: str = "mixed") -> LinearFit:
+def fit_alone(datamodule: Any, buckets: int, max_n: int, soft: bool, hashing: str = NEW_HASH) -> LinearFit:
     """The linear part alone, fitted as a run that mixes it in would (the margin's baseline where the served
     model has none: a fine-tuned model): on the training split, its penalty picked on validation, and after a
     refit again on train + validation with that penalty."""

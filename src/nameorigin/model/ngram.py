@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nameorigin.config import NgramHash
+
 PRIME = 2_147_483_647  # 2^31 - 1: every intermediate stays far below 2^63, so int64 arithmetic never wraps
 GOLDEN = 2_654_435_769  # round(2^32 / phi), odd: a code below 2^31 times it stays below 2^63
 LOW_32 = 1 << 32
@@ -33,17 +35,18 @@ def mixed_bucket(code: torch.Tensor, buckets: int) -> torch.Tensor:
     return code * GOLDEN % LOW_32 * buckets // LOW_32
 
 
-BUCKET_OF = {"polynomial": polynomial_bucket, "mixed": mixed_bucket}  # model.ngram_hash
+BUCKET_OF = {NgramHash.polynomial: polynomial_bucket, NgramHash.mixed: mixed_bucket}  # model.ngram_hash
+NEW_HASH, OLD_HASH = str(NgramHash.mixed), str(NgramHash.polynomial)  # new models', and those written before it
 
 
 def ngram_ids(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, max_n: int, buckets: int,
-              boundaries: torch.Tensor | None = None, hashing: str = "mixed") -> tuple[torch.Tensor, torch.Tensor]:
+              boundaries: torch.Tensor | None = None, hashing: str = NEW_HASH) -> tuple[torch.Tensor, torch.Tensor]:
     """Bucket ids [B, K] of every 1..max_n-gram of each name with start/end markers, and which are real [B, K].
     tokens: [B, T] right-padded indices (< vocab_size); lengths: [B]. boundaries: [B, T], where a name of parts
     has the boundary between two parts (nameorigin.base.parts): a boundary ends one part and starts the next, like
     the end and start markers, so no n-gram holds one inside it, and each n-gram's hash carries its part's
     position (a family name's "son" is not a given name's). hashing: a key of BUCKET_OF."""
-    bucket_of = BUCKET_OF[str(hashing)]
+    bucket_of = BUCKET_OF[NgramHash(hashing)]
     batch, steps = tokens.shape
     start, end, base = vocab_size, vocab_size + 1, vocab_size + 2
     lengths = lengths.to(tokens.device)
@@ -80,7 +83,7 @@ class NgramHead(nn.Module):
     """Sum of one learned score vector per hashed n-gram: a linear n-gram classifier trained with the RNN."""
 
     def __init__(self, vocab_size: int, num_classes: int, buckets: int, max_n: int, dropout: float = 0.0,
-                 hashing: str = "mixed"):
+                 hashing: str = NEW_HASH):
         super().__init__()
         self.vocab_size, self.buckets, self.max_n, self.dropout = vocab_size, buckets, max_n, dropout
         self.hashing = str(hashing)

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from nameorigin.base.parts import BOUNDARY
 from nameorigin.base.textnorm import build_vocab, encode_names
-from nameorigin.model.ngram import ngram_ids
+from nameorigin.model.ngram import NEW_HASH, ngram_ids
 
 # L2 on the weights, strongest first (each fit warm-starts the next): those of this ladder whose product with the
 # training names lies in PENALTY_TIMES_NAMES (the loss is a mean over names, so the right penalty falls as a table
@@ -51,7 +51,7 @@ class LinearFit:
     val_acc: dict = field(default_factory=dict)
     seconds: float = 0.0
     unit_rows: bool = False  # fitted on each name's counts scaled to unit length (the batch fit)
-    hashing: str = "mixed"  # the n-gram hash its rows are read through (nameorigin.model.ngram.BUCKET_OF)
+    hashing: str = NEW_HASH  # the n-gram hash its rows are read through (nameorigin.model.ngram.BUCKET_OF)
 
     @torch.no_grad()
     def logits(self, counted: torch.Tensor) -> torch.Tensor:
@@ -80,7 +80,7 @@ def csr(matrix: torch.Tensor) -> torch.Tensor:
 
 
 def counts(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, max_n: int, buckets: int,
-           boundary: int = -1, hashing: str = "mixed") -> torch.Tensor:
+           boundary: int = -1, hashing: str = NEW_HASH) -> torch.Tensor:
     """The n-gram count matrix [names, buckets] of encoded names, sparse (CSR), hashed exactly as the n-gram head
     (for names of parts, `boundary` is the boundary's index: no n-gram across it)."""
     tokens = tokens.long()
@@ -97,7 +97,7 @@ class NameCounts:
     from (the training names; a character they lack counts as unknown). Names of parts count no n-gram across
     the boundary, as the model's head does."""
 
-    def __init__(self, names: Sequence[str], max_n: int = 4, buckets: int = 2**18, hashing: str = "mixed"):
+    def __init__(self, names: Sequence[str], max_n: int = 4, buckets: int = 2**18, hashing: str = NEW_HASH):
         self.vocab, self.max_n, self.buckets, self.hashing = build_vocab(names), max_n, buckets, hashing
         self.index = {c: i for i, c in enumerate(self.vocab)}
         self.boundary = self.index.get(BOUNDARY, -1)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from nameorigin.model.ngram import ngram_ids
+from nameorigin.model.ngram import NEW_HASH, OLD_HASH, ngram_ids
 
 BUCKETS = 1 << 18
 ALPHA = 0.1
@@ -23,13 +23,13 @@ class CharTrigrams:
     """Hashed trigram and context counts of a set of names; `score` gives each name's mean log-probability."""
 
     def __init__(self, vocab_size: int, trigrams: torch.Tensor, contexts: torch.Tensor, alpha: float = ALPHA,
-                 hashing: str = "mixed"):
+                 hashing: str = NEW_HASH):
         self.vocab_size, self.buckets, self.alpha, self.hashing = vocab_size, len(trigrams), alpha, hashing
         self.trigrams, self.contexts = trigrams.float(), contexts.float()
 
     @staticmethod
     def windows(tokens: torch.Tensor, lengths: torch.Tensor, vocab_size: int, buckets: int,
-                hashing: str = "mixed") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                hashing: str = NEW_HASH) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per trigram window: its bucket, its first two characters' bucket, and whether it is real."""
         ids, real = ngram_ids(tokens, lengths, vocab_size, 3, buckets, hashing=hashing)
         width = ids.shape[1] // 3
@@ -59,7 +59,7 @@ class CharTrigrams:
             table[torch.tensor(ids, dtype=torch.long)] = torch.tensor(counts, dtype=torch.float)
             tables.append(table)
         # Counted before the hash was a setting: the polynomial one (nameorigin.model.ngram).
-        return cls(state["vocab_size"], *tables, alpha=state["alpha"], hashing=state.get("hashing", "polynomial"))
+        return cls(state["vocab_size"], *tables, alpha=state["alpha"], hashing=state.get("hashing", OLD_HASH))
 
     def score(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """[B] mean log-probability per character (the end marker included): lower is stranger."""
